@@ -1,0 +1,65 @@
+# OpenNeuron: `make demo` and `make test` do all set-up themselves (venv, system
+# libraries, build) and are fast when nothing changed.
+SHELL := /bin/bash
+VENV := .venv
+PY := $(VENV)/bin/python
+PIP := $(VENV)/bin/pip
+CMAKE := $(VENV)/bin/cmake
+BUILD := build/release
+ASAN_BUILD := build/asan
+JOBS ?= $(shell nproc)
+# Debian packages the C++ layers build against (pinned where the version matters).
+SYSTEM_PACKAGES := libdnnl-dev=2.6.3-1 libgtest-dev ccache
+
+.PHONY: all build demo test test-cpp test-asan test-python sysdeps clean
+
+all: build
+
+$(PY):
+	python3 -m venv $(VENV)
+
+$(VENV)/.deps: requirements/runtime.txt requirements/dev.txt | $(PY)
+	$(PIP) install -q -r requirements/runtime.txt -r requirements/dev.txt
+	touch $@
+
+sysdeps:
+	@if [ ! -f /usr/include/dnnl.h ] || [ ! -f /usr/include/gtest/gtest.h ]; then \
+	  echo "installing system packages: $(SYSTEM_PACKAGES)"; \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -q && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q $(SYSTEM_PACKAGES); \
+	fi
+
+$(BUILD)/build.ninja: CMakeLists.txt | $(VENV)/.deps sysdeps
+	$(CMAKE) -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release -DPython3_EXECUTABLE=$(abspath $(PY)) \
+	  -DCMAKE_MAKE_PROGRAM=$(abspath $(VENV)/bin/ninja)
+
+# The editable install registers the package and its torch.backends entry point;
+# the extension itself is rebuilt in place by cmake --build.
+$(VENV)/.installed: pyproject.toml setup.py | $(VENV)/.deps $(BUILD)/build.ninja
+	$(PIP) install -q --no-build-isolation --no-deps -e .
+	touch $@
+
+build: sysdeps $(BUILD)/build.ninja
+	$(CMAKE) --build $(BUILD) -j $(JOBS)
+	@$(MAKE) --no-print-directory $(VENV)/.installed
+
+demo: build
+	$(PY) examples/demo.py
+
+test: test-cpp test-asan test-python
+
+test-cpp: build
+	$(VENV)/bin/ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
+
+# Torch-free layers again under AddressSanitizer and UndefinedBehaviorSanitizer.
+test-asan: sysdeps | $(VENV)/.deps
+	$(CMAKE) -S . -B $(ASAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DOPENNEURON_BUILD_TORCH=OFF \
+	  -DOPENNEURON_SANITIZE=ON -DCMAKE_MAKE_PROGRAM=$(abspath $(VENV)/bin/ninja) > /dev/null
+	$(CMAKE) --build $(ASAN_BUILD) -j $(JOBS)
+	ASAN_OPTIONS=detect_leaks=1 $(VENV)/bin/ctest --test-dir $(ASAN_BUILD) --output-on-failure -j $(JOBS)
+
+test-python: build
+	$(PY) -m pytest -q tests/python
+
+clean:
+	rm -rf build python/openneuron/_C*.so

@@ -1,0 +1,52 @@
+// Graph construction and op names.
+#include "openneuron/compiler/graph.h"
+
+#include <stdexcept>
+
+namespace openneuron::compiler {
+
+const char* op_name(Op op) {
+  switch (op) {
+#define OPENNEURON_OP_NAME(name) \
+  case Op::name:                 \
+    return #name;
+    OPENNEURON_FOR_EACH_OP(OPENNEURON_OP_NAME)
+#undef OPENNEURON_OP_NAME
+  }
+  return "?";
+}
+
+ValueId Graph::add_input(const ValueType& type) {
+  const ValueId id = add_value(type);
+  inputs_.push_back(id);
+  return id;
+}
+
+ValueId Graph::add_value(const ValueType& type) {
+  values_.push_back(type);
+  return static_cast<ValueId>(values_.size() - 1);
+}
+
+void Graph::add_node(Op op, std::vector<ValueId> inputs, std::vector<ValueId> outputs,
+                     std::vector<int64_t> attrs) {
+  nodes_.push_back(Node{op, std::move(inputs), std::move(outputs), std::move(attrs)});
+}
+
+void Graph::mark_output(ValueId v) { outputs_.push_back(v); }
+
+Graph Graph::single_op(Op op, const std::vector<ValueType>& operands, int num_inputs,
+                       std::vector<int64_t> attrs) {
+  Graph g;
+  g.values_ = operands;
+  const int n = static_cast<int>(operands.size());
+  std::vector<ValueId> ins, outs;
+  ins.reserve(num_inputs);
+  outs.reserve(n - num_inputs);
+  for (int i = 0; i < n; ++i) (i < num_inputs ? ins : outs).push_back(i);
+  g.inputs_ = ins;
+  g.outputs_ = outs;
+  g.nodes_.push_back(Node{op, std::move(ins), std::move(outs), std::move(attrs)});
+  return g;
+}
+
+}  // namespace openneuron::compiler

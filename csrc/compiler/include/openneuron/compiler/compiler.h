@@ -1,0 +1,56 @@
+// Graph -> runtime program, and the program cache.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <string>
+
+#include "openneuron/compiler/graph.h"
+#include "openneuron/runtime.h"
+
+namespace openneuron::compiler {
+
+// Raised when a graph cannot be lowered (unsupported op/dtype/layout). The
+// message names the op and the operand types. Never a crash.
+class CompileError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// An executable program plus what launching it needs. Immutable; shared.
+struct Program {
+  onrt_program_t handle = nullptr;
+  int32_t num_args = 0;       // inputs + outputs (+1 if scratch_bytes > 0)
+  uint64_t scratch_bytes = 0; // device scratch the caller allocates and passes last
+  std::string name;
+
+  ~Program();  // releases handle
+};
+
+// Lowers a graph. Throws CompileError.
+std::shared_ptr<const Program> compile(const Graph& graph);
+
+struct CacheStats {
+  int64_t hits = 0;
+  int64_t misses = 0;      // = compilations
+  int64_t entries = 0;
+  double compile_seconds = 0;  // total time spent compiling
+};
+
+// Process-wide cache keyed by Graph::signature(). Thread-safe. A failed
+// compilation is not cached (the next call retries and raises again).
+class ProgramCache {
+ public:
+  static ProgramCache& global();
+  std::shared_ptr<const Program> get_or_compile(const Graph& graph);
+  CacheStats stats() const;
+  void clear();
+
+ private:
+  struct Impl;
+  ProgramCache();
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace openneuron::compiler

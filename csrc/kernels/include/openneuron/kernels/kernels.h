@@ -1,0 +1,57 @@
+// Engine entry points. Each lookup returns the onrt_kernel_fn specialised for
+// the given op and dtypes, or nullptr when the combination is unsupported (the
+// compiler turns that into a CompileError). The matching params blob is in
+// params.h.
+#pragma once
+
+#include <cstdint>
+
+#include "openneuron/kernels/params.h"
+#include "openneuron/kernels/types.h"
+#include "openneuron/runtime.h"
+
+namespace openneuron::kernels {
+
+// ElementwiseParams, nin = 1: out = convert(in). Any pair among Bool..Float32;
+// Complex64 only to itself; Float8 to/from the other non-complex types.
+onrt_kernel_fn copy_kernel(DType out, DType in);
+// ElementwiseParams, nin = 1 with ops[1] a scalar.
+onrt_kernel_fn fill_kernel(DType out);
+// ArangeParams.
+onrt_kernel_fn arange_kernel(DType out);
+// RandomParams. Uniform/Normal: float types; Bernoulli/RandInt: any real type.
+onrt_kernel_fn random_kernel(RandomOp op, DType out);
+// Philox blocks consumed by a random op over `numel` elements: the caller
+// advances its offset by this much so the next call draws fresh numbers.
+int64_t random_offset_increment(RandomOp op, DType out, int64_t numel);
+
+// ElementwiseParams. `in` is the dtype of the tensor inputs (all equal).
+onrt_kernel_fn unary_kernel(UnaryOp op, DType out, DType in);
+onrt_kernel_fn binary_kernel(BinaryOp op, DType out, DType in);
+// For Where, `in` is the dtype of the value operands (cond is Bool).
+onrt_kernel_fn ternary_kernel(TernaryOp op, DType out, DType in);
+
+// ReduceParams.
+onrt_kernel_fn reduce_kernel(ReduceOp op, DType out, DType in);
+
+// GemmParams: Float32, BFloat16, Float16 through oneDNN.
+onrt_kernel_fn gemm_kernel(DType dtype);
+
+// SoftmaxParams. `out` may be Float32 for half inputs (half_to_float).
+onrt_kernel_fn softmax_kernel(SoftmaxOp op, DType out, DType in);
+
+// NllLossParams: forward writes out + total_weight; backward writes grad_in.
+onrt_kernel_fn nll_loss_kernel(DType self);
+onrt_kernel_fn nll_loss_backward_kernel(DType self);
+
+// IndexSelectParams: any element type; index Int64 or Int32.
+onrt_kernel_fn index_select_kernel(DType self, DType index);
+// EmbeddingBackwardParams: zeroes out and sums grad rows into it.
+onrt_kernel_fn embedding_backward_kernel(DType out, DType grad, DType index);
+
+// Intra-op thread pool shared by all kernels. Defaults to
+// std::thread::hardware_concurrency(), or OPENNEURON_INTRAOP_THREADS.
+int num_threads();
+void set_num_threads(int n);  // takes effect for later parallel regions
+
+}  // namespace openneuron::kernels

@@ -1,0 +1,369 @@
+// Shared machinery of the engines: storage types, conversions with c10's
+// semantics, dtype dispatch, the intra-op pool and the elementwise loop walker.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdarg>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+
+#include "openneuron/kernels/half.h"
+#include "openneuron/kernels/kernels.h"
+#include "openneuron/kernels/params.h"
+
+namespace openneuron::kernels::detail {
+
+// ------------------------------------------------------------ storage types
+
+struct bf16 { uint16_t x; };
+struct f16 { uint16_t x; };
+struct f8e4m3 { uint8_t x; };
+struct f8e5m2 { uint8_t x; };
+struct c64 { float re, im; };
+
+template <class T> struct is_narrow : std::false_type {};
+template <> struct is_narrow<bf16> : std::true_type {};
+template <> struct is_narrow<f16> : std::true_type {};
+template <> struct is_narrow<f8e4m3> : std::true_type {};
+template <> struct is_narrow<f8e5m2> : std::true_type {};
+template <class T> inline constexpr bool is_narrow_v = is_narrow<T>::value;
+
+// Arithmetic happens in compute_t: float for the narrow float types.
+template <class T> using compute_t = std::conditional_t<is_narrow_v<T>, float, T>;
+
+template <class T> inline constexpr bool is_float_v = std::is_floating_point_v<compute_t<T>>;
+template <class T>
+inline constexpr bool is_int_v = std::is_integral_v<T> && !std::is_same_v<T, bool>;
+
+template <class T>
+inline compute_t<T> load(const T* p) {
+  if constexpr (std::is_same_v<T, bf16>) return bf16_to_f32(p->x);
+  else if constexpr (std::is_same_v<T, f16>) return f16_to_f32(p->x);
+  else if constexpr (std::is_same_v<T, f8e4m3>) return f8e4m3_to_f32(p->x);
+  else if constexpr (std::is_same_v<T, f8e5m2>) return f8e5m2_to_f32(p->x);
+  else if constexpr (std::is_same_v<T, bool>) {
+    // Bytes other than 0/1 must not be read as bool (UB); any nonzero is true.
+    uint8_t v;
+    std::memcpy(&v, p, 1);
+    return v != 0;
+  } else return *p;
+}
+
+template <class T>
+inline void store(T* p, compute_t<T> v) {
+  if constexpr (std::is_same_v<T, bf16>) p->x = f32_to_bf16(v);
+  else if constexpr (std::is_same_v<T, f16>) p->x = f32_to_f16(v);
+  else if constexpr (std::is_same_v<T, f8e4m3>) p->x = f32_to_f8e4m3(v);
+  else if constexpr (std::is_same_v<T, f8e5m2>) p->x = f32_to_f8e5m2(v);
+  else *p = v;
+}
+
+// Value conversion between compute types (and double, for scalars) with
+// c10::convert's semantics: to bool is != 0, float to uint8 goes through int64.
+template <class To, class From>
+inline To cvt(From v) {
+  if constexpr (std::is_same_v<To, From>) return v;
+  else if constexpr (std::is_same_v<To, bool>) return v != From(0);
+  else if constexpr (std::is_integral_v<To> && std::is_floating_point_v<From>) {
+    if constexpr (sizeof(To) == 8) return static_cast<To>(v);
+    else return static_cast<To>(static_cast<int64_t>(v));
+  } else if constexpr (std::is_same_v<To, float> && std::is_same_v<From, double>) {
+    return static_cast<float>(v);
+  } else return static_cast<To>(v);
+}
+
+// Stores a compute value of any type into storage type T.
+template <class T, class V>
+inline void store_cvt(T* p, V v) { store(p, cvt<compute_t<T>>(v)); }
+
+// ------------------------------------------------------------ dispatch
+
+template <class T> struct tag { using type = T; };
+
+template <class F>
+inline auto visit(DType d, F&& f) {
+  switch (d) {
+    case DType::Bool: return f(tag<bool>{});
+    case DType::UInt8: return f(tag<uint8_t>{});
+    case DType::Int8: return f(tag<int8_t>{});
+    case DType::Int16: return f(tag<int16_t>{});
+    case DType::Int32: return f(tag<int32_t>{});
+    case DType::Int64: return f(tag<int64_t>{});
+    case DType::Float16: return f(tag<f16>{});
+    case DType::BFloat16: return f(tag<bf16>{});
+    case DType::Float32: return f(tag<float>{});
+    case DType::Float64: return f(tag<double>{});
+    case DType::Complex64: return f(tag<c64>{});
+    case DType::Float8E4M3: return f(tag<f8e4m3>{});
+    case DType::Float8E5M2: return f(tag<f8e5m2>{});
+  }
+  return f(tag<void>{});
+}
+
+// The nine element types the vector engines compute on.
+template <class T>
+inline constexpr bool is_real9_v =
+    std::is_same_v<T, bool> || std::is_same_v<T, uint8_t> || std::is_same_v<T, int8_t> ||
+    std::is_same_v<T, int16_t> || std::is_same_v<T, int32_t> || std::is_same_v<T, int64_t> ||
+    std::is_same_v<T, f16> || std::is_same_v<T, bf16> || std::is_same_v<T, float>;
+template <class T>
+inline constexpr bool is_float3_v =
+    std::is_same_v<T, f16> || std::is_same_v<T, bf16> || std::is_same_v<T, float>;
+template <class T>
+inline constexpr bool is_fp8_v = std::is_same_v<T, f8e4m3> || std::is_same_v<T, f8e5m2>;
+
+// ------------------------------------------------------------ errors
+
+inline int fail(char* err, size_t errlen, const char* fmt, ...) __attribute__((format(printf, 3, 4)));
+inline int fail(char* err, size_t errlen, const char* fmt, ...) {
+  if (err && errlen) {
+    va_list ap;
+    va_start(ap, fmt);
+    std::vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+  }
+  return 1;
+}
+
+// ------------------------------------------------------------ thread pool
+
+// Non-owning callable reference: parallel regions pass lambdas without
+// std::function's allocation.
+class RangeFn {
+ public:
+  template <class F>
+    requires(!std::is_same_v<std::remove_cv_t<F>, RangeFn>)
+  RangeFn(F& f) : obj_(&f), call_([](void* o, int64_t b, int64_t e) { (*static_cast<F*>(o))(b, e); }) {}
+  void operator()(int64_t b, int64_t e) const { call_(obj_, b, e); }
+
+ private:
+  void* obj_;
+  void (*call_)(void*, int64_t, int64_t);
+};
+
+// Elementwise work below ~32K elements stays on the calling thread.
+inline constexpr int64_t kGrain = 16384;
+
+int pool_threads();  // cached; cheap
+// Runs fn over [0, n) in `chunks` contiguous pieces (chunk c covers
+// [c*n/chunks, (c+1)*n/chunks)); pieces run concurrently when the pool is free.
+void run_chunks(int64_t n, int64_t chunks, RangeFn fn);
+
+// Splits [0, n) over the pool when each thread gets at least `grain` items.
+template <class F>
+inline void parallel_for(int64_t n, int64_t grain, F&& f) {
+  if (n <= 0) return;
+  const int64_t max_chunks = n / std::max<int64_t>(grain, 1);
+  const int threads = max_chunks >= 2 ? pool_threads() : 1;
+  const int64_t chunks = std::min<int64_t>(threads, max_chunks);
+  if (chunks <= 1) {
+    f(int64_t{0}, n);
+    return;
+  }
+  run_chunks(n, chunks, RangeFn(f));
+}
+
+// ------------------------------------------------------------ loop walker
+
+// Calls row(ptrs, n) for each run of the innermost plan dim in [begin, end) of
+// the plan's linear index space; ptrs[k] points at operand k's first element.
+template <int N, class Row>
+inline void walk_range(const LoopPlan& p, char* const* base, int64_t begin, int64_t end,
+                       Row& row) {
+  if (p.ndim <= 1) {
+    char* ptr[N];
+    for (int k = 0; k < N; ++k) ptr[k] = base[k] + begin * p.strides[k][0];
+    row(ptr, end - begin);
+    return;
+  }
+  int64_t idx[kMaxDims];
+  char* rowp[N];
+  int64_t rem = begin;
+  const int64_t i0 = rem % p.sizes[0];
+  rem /= p.sizes[0];
+  for (int k = 0; k < N; ++k) rowp[k] = base[k];
+  for (int d = 1; d < p.ndim; ++d) {
+    idx[d] = rem % p.sizes[d];
+    rem /= p.sizes[d];
+    for (int k = 0; k < N; ++k) rowp[k] += idx[d] * p.strides[k][d];
+  }
+  int64_t left = end - begin;
+  int64_t start = i0;
+  char* ptr[N];
+  while (true) {
+    const int64_t n = std::min(p.sizes[0] - start, left);
+    for (int k = 0; k < N; ++k) ptr[k] = rowp[k] + start * p.strides[k][0];
+    row(ptr, n);
+    left -= n;
+    if (left <= 0) break;
+    start = 0;
+    for (int d = 1; d < p.ndim; ++d) {
+      for (int k = 0; k < N; ++k) rowp[k] += p.strides[k][d];
+      if (++idx[d] < p.sizes[d]) break;
+      for (int k = 0; k < N; ++k) rowp[k] -= p.strides[k][d] * p.sizes[d];
+      idx[d] = 0;
+    }
+  }
+}
+
+template <int N, class Row>
+inline void walk(const LoopPlan& p, char* const* base, Row&& row) {
+  auto body = [&](int64_t b, int64_t e) { walk_range<N>(p, base, b, e, row); };
+  parallel_for(p.numel, kGrain, body);
+}
+
+// ------------------------------------------------------------ elementwise engine
+
+// Row loops over one output type, input storage types In..., and a functor on
+// compute values. Bit I of M marks input I as constant along the row (a scalar
+// or an inner-stride-0 tensor): its value comes from bv and is loaded once.
+template <class T>
+using cval_t = compute_t<T>;
+
+template <unsigned M, size_t I, class T>
+inline cval_t<T> pick_c(const T* p, int64_t j, cval_t<T> b) {
+  if constexpr ((M >> I) & 1u) return b;
+  else return load(p + j);
+}
+
+template <unsigned M, class OutT, class F, class... In, size_t... I>
+inline void row_contig(char* const* ptr, int64_t n, const F& f,
+                       const std::tuple<cval_t<In>...>& bv, std::index_sequence<I...>) {
+  OutT* out = reinterpret_cast<OutT*>(ptr[0]);
+  const std::tuple<const In*...> in{reinterpret_cast<const In*>(ptr[I + 1])...};
+  // Outputs either alias an input exactly (in-place) or not at all, so there
+  // is no loop-carried dependence.
+#pragma GCC ivdep
+  for (int64_t j = 0; j < n; ++j)
+    store_cvt(out + j, f(pick_c<M, I>(std::get<I>(in), j, std::get<I>(bv))...));
+}
+
+// The general path: any strides; broadcast inputs chosen at run time.
+template <class OutT, class F, class... In, size_t... I>
+inline void row_strided(char* const* ptr, const int64_t* s, int64_t n, const F& f,
+                        const std::tuple<cval_t<In>...>& bv, unsigned mask,
+                        std::index_sequence<I...>) {
+  char* out = ptr[0];
+  const int64_t so = s[0];
+  for (int64_t j = 0; j < n; ++j)
+    store_cvt(reinterpret_cast<OutT*>(out + j * so),
+              f(((mask >> I) & 1u ? std::get<I>(bv)
+                                  : load(reinterpret_cast<const In*>(ptr[I + 1] + j * s[I + 1])))...));
+}
+
+// Runs `f` elementwise over the plan. Scalar inputs arrive as compute values
+// in `scal` (ops[k+1].kind == Scalar): they are never rounded to the tensor
+// dtype, as in PyTorch's opmath. Tensors are read from the launch args.
+template <class OutT, class F, class... In>
+struct Elementwise {
+  static constexpr int NIN = sizeof...(In);
+  static constexpr int N = NIN + 1;
+  using BV = std::tuple<cval_t<In>...>;
+  using Seq = std::index_sequence_for<In...>;
+
+  template <size_t... I>
+  static void refresh(BV& bv, char* const* ptr, unsigned tensor_bcast, std::index_sequence<I...>) {
+    (((tensor_bcast >> I) & 1u
+          ? (void)(std::get<I>(bv) = load(reinterpret_cast<const In*>(ptr[I + 1])))
+          : (void)0),
+     ...);
+  }
+
+  template <unsigned M>
+  static void run_contig(const LoopPlan& plan, char* const* base, const BV& scal,
+                         unsigned tensor_bcast, const F& f) {
+    auto row = [&](char* const* ptr, int64_t n) {
+      BV bv = scal;
+      if (M) refresh(bv, ptr, tensor_bcast, Seq{});
+      row_contig<M, OutT, F, In...>(ptr, n, f, bv, Seq{});
+    };
+    walk<N>(plan, base, row);
+  }
+
+  template <unsigned... Ms>
+  static void dispatch(unsigned mask, const LoopPlan& plan, char* const* base, const BV& scal,
+                       unsigned tensor_bcast, const F& f, std::integer_sequence<unsigned, Ms...>) {
+    ((mask == Ms ? run_contig<Ms>(plan, base, scal, tensor_bcast, f) : (void)0), ...);
+  }
+
+  static void run(const ElementwiseParams& p, const onrt_arg* args, const BV& scal, const F& f) {
+    const LoopPlan& plan = p.plan;
+    if (plan.numel <= 0) return;
+    char* base[N];
+    static char dummy[16];
+    base[0] = static_cast<char*>(args[p.ops[0].slot].ptr) + p.ops[0].byte_offset;
+    unsigned mask = 0, tensor_bcast = 0;
+    bool contig = plan.strides[0][0] == static_cast<int64_t>(sizeof(OutT));
+    constexpr int64_t elem[N] = {static_cast<int64_t>(sizeof(OutT)),
+                                 static_cast<int64_t>(sizeof(In))...};
+    for (int k = 0; k < NIN; ++k) {
+      const Operand& o = p.ops[k + 1];
+      const int64_t st = plan.strides[k + 1][0];
+      if (o.kind == Operand::Tensor) {
+        base[k + 1] = static_cast<char*>(args[o.slot].ptr) + o.byte_offset;
+        if (st == 0) tensor_bcast |= 1u << k;
+      } else {
+        base[k + 1] = dummy;
+      }
+      if (st == 0) mask |= 1u << k;
+      else if (st != elem[k + 1]) contig = false;
+    }
+    if (contig) {
+      dispatch(mask, plan, base, scal, tensor_bcast, f,
+               std::make_integer_sequence<unsigned, (1u << NIN)>{});
+      return;
+    }
+    int64_t s[N];
+    for (int k = 0; k < N; ++k) s[k] = plan.strides[k][0];
+    auto row = [&](char* const* ptr, int64_t n) {
+      BV bv = scal;
+      refresh(bv, ptr, tensor_bcast, Seq{});
+      row_strided<OutT, F, In...>(ptr, s, n, f, bv, mask, Seq{});
+    };
+    walk<N>(plan, base, row);
+  }
+};
+
+// Reads input k's scalar (if it is one) as compute type C.
+template <class C>
+inline C scalar_in(const ElementwiseParams& p, int k, const onrt_arg* args) {
+  const Operand& o = p.ops[k + 1];
+  if (o.kind != Operand::Scalar) return C{};
+  if (o.scalar.is_float) return cvt<C>(o.scalar.as_double(args));
+  return cvt<C>(o.scalar.as_int(args));
+}
+template <class C>
+inline C coef(const ScalarArg& s, const onrt_arg* args) {
+  if (s.is_float) return cvt<C>(s.as_double(args));
+  return cvt<C>(s.as_int(args));
+}
+
+// Wrapping integer arithmetic (PyTorch wraps; signed overflow must not be UB).
+template <class C>
+using wide_unsigned_t = std::conditional_t<(sizeof(C) <= 4), uint32_t, uint64_t>;
+template <class C> inline C add_w(C a, C b) {
+  if constexpr (std::is_same_v<C, bool>) return a || b;
+  else if constexpr (std::is_integral_v<C>)
+    return static_cast<C>(static_cast<wide_unsigned_t<C>>(a) + static_cast<wide_unsigned_t<C>>(b));
+  else return a + b;
+}
+template <class C> inline C sub_w(C a, C b) {
+  if constexpr (std::is_same_v<C, bool>) return a != b;
+  else if constexpr (std::is_integral_v<C>)
+    return static_cast<C>(static_cast<wide_unsigned_t<C>>(a) - static_cast<wide_unsigned_t<C>>(b));
+  else return a - b;
+}
+template <class C> inline C mul_w(C a, C b) {
+  if constexpr (std::is_same_v<C, bool>) return a && b;
+  else if constexpr (std::is_integral_v<C>)
+    return static_cast<C>(static_cast<wide_unsigned_t<C>>(a) * static_cast<wide_unsigned_t<C>>(b));
+  else return a * b;
+}
+template <class C> inline C neg_w(C a) { return sub_w<C>(C{}, a); }
+
+}  // namespace openneuron::kernels::detail

@@ -1,0 +1,142 @@
+// Unary elementwise ops. Formulas follow PyTorch's CPU kernels (the scalar
+// paths of aten/src/ATen/native/cpu/UnaryOpsKernel.cpp and Activation.cpp) in
+// compute type: float for half types.
+#include "internal.h"
+
+namespace openneuron::kernels {
+namespace detail {
+namespace {
+
+template <class C> struct NegF { C operator()(C a) const { return neg_w(a); } };
+template <class C> struct AbsF {
+  C operator()(C a) const {
+    if constexpr (std::is_floating_point_v<C>) return std::fabs(a);
+    else if constexpr (std::is_unsigned_v<C>) return a;
+    else return a < 0 ? neg_w(a) : a;
+  }
+};
+template <class C> struct ExpF { C operator()(C a) const { return std::exp(a); } };
+template <class C> struct LogF { C operator()(C a) const { return std::log(a); } };
+template <class C> struct SqrtF { C operator()(C a) const { return std::sqrt(a); } };
+template <class C> struct RsqrtF { C operator()(C a) const { return C(1) / std::sqrt(a); } };
+template <class C> struct ReciprocalF { C operator()(C a) const { return C(1) / a; } };
+template <class C> struct SinF { C operator()(C a) const { return std::sin(a); } };
+template <class C> struct CosF { C operator()(C a) const { return std::cos(a); } };
+template <class C> struct TanhF { C operator()(C a) const { return std::tanh(a); } };
+template <class C> struct ErfF { C operator()(C a) const { return std::erf(a); } };
+template <class C> struct SigmoidF {
+  C operator()(C a) const { return C(1) / (C(1) + std::exp(-a)); }
+};
+template <class C> struct SiluF {
+  C operator()(C a) const { return a / (C(1) + std::exp(-a)); }
+};
+template <class C> struct ReluF {
+  // NaN stays NaN, like clamp_min(0).
+  C operator()(C a) const { return a < C(0) ? C(0) : a; }
+};
+template <class C> struct FloorF {
+  C operator()(C a) const {
+    if constexpr (std::is_floating_point_v<C>) return std::floor(a);
+    else return a;
+  }
+};
+template <class C> struct CeilF {
+  C operator()(C a) const {
+    if constexpr (std::is_floating_point_v<C>) return std::ceil(a);
+    else return a;
+  }
+};
+template <class C> struct RoundF {
+  C operator()(C a) const {
+    if constexpr (std::is_floating_point_v<C>) return std::nearbyint(a);  // half to even
+    else return a;
+  }
+};
+template <class C> struct SignF {
+  C operator()(C a) const {
+    if constexpr (std::is_same_v<C, bool>) return a;
+    else return static_cast<C>((C(0) < a) - (a < C(0)));
+  }
+};
+template <class C> struct LogicalNotF {
+  bool operator()(C a) const { return !(a != C(0)); }
+};
+template <class C> struct GeluErfF {
+  C operator()(C x) const {
+    const C kAlpha = C(M_SQRT1_2);
+    return x * C(0.5) * (C(1) + std::erf(x * kAlpha));
+  }
+};
+template <class C> struct GeluTanhF {
+  C operator()(C x) const {
+    const C kBeta = C(M_SQRT2 * M_2_SQRTPI * 0.5);
+    const C kKappa = C(0.044715);
+    const C x_cube = x * x * x;
+    const C inner = kBeta * (x + kKappa * x_cube);
+    return C(0.5) * x * (C(1) + std::tanh(inner));
+  }
+};
+
+template <class OutT, class InT, template <class> class Op>
+int unary_entry(const void* params, const onrt_arg* args, char*, size_t) {
+  const auto& p = *static_cast<const ElementwiseParams*>(params);
+  using C = compute_t<InT>;
+  Elementwise<OutT, Op<C>, InT>::run(p, args, {scalar_in<C>(p, 0, args)}, Op<C>{});
+  return 0;
+}
+
+enum Domain { kFloat, kSignedNum, kNum, kAll };
+
+template <template <class> class Op, Domain D>
+onrt_kernel_fn pick_same(DType out, DType in) {
+  if (out != in) return nullptr;
+  return visit(in, [&](auto t) -> onrt_kernel_fn {
+    using T = typename decltype(t)::type;
+    constexpr bool ok = D == kFloat ? is_float3_v<T>
+                        : D == kAll ? is_real9_v<T>
+                        : D == kNum ? is_real9_v<T> && !std::is_same_v<T, bool>
+                                    : is_real9_v<T> && !std::is_same_v<T, bool> &&
+                                          !std::is_same_v<T, uint8_t>;
+    if constexpr (ok) return &unary_entry<T, T, Op>;
+    else return nullptr;
+  });
+}
+
+}  // namespace
+}  // namespace detail
+
+onrt_kernel_fn unary_kernel(UnaryOp op, DType out, DType in) {
+  using namespace detail;
+  switch (op) {
+    case UnaryOp::Neg: return pick_same<NegF, kNum>(out, in);
+    case UnaryOp::Abs: return pick_same<AbsF, kNum>(out, in);
+    case UnaryOp::Exp: return pick_same<ExpF, kFloat>(out, in);
+    case UnaryOp::Log: return pick_same<LogF, kFloat>(out, in);
+    case UnaryOp::Sqrt: return pick_same<SqrtF, kFloat>(out, in);
+    case UnaryOp::Rsqrt: return pick_same<RsqrtF, kFloat>(out, in);
+    case UnaryOp::Reciprocal: return pick_same<ReciprocalF, kFloat>(out, in);
+    case UnaryOp::Sin: return pick_same<SinF, kFloat>(out, in);
+    case UnaryOp::Cos: return pick_same<CosF, kFloat>(out, in);
+    case UnaryOp::Tanh: return pick_same<TanhF, kFloat>(out, in);
+    case UnaryOp::Sigmoid: return pick_same<SigmoidF, kFloat>(out, in);
+    case UnaryOp::Relu: return pick_same<ReluF, kNum>(out, in);
+    case UnaryOp::Silu: return pick_same<SiluF, kFloat>(out, in);
+    case UnaryOp::Erf: return pick_same<ErfF, kFloat>(out, in);
+    case UnaryOp::Floor: return pick_same<FloorF, kNum>(out, in);
+    case UnaryOp::Ceil: return pick_same<CeilF, kNum>(out, in);
+    case UnaryOp::Round: return pick_same<RoundF, kNum>(out, in);
+    case UnaryOp::Sign: return pick_same<SignF, kAll>(out, in);
+    case UnaryOp::GeluErf: return pick_same<GeluErfF, kFloat>(out, in);
+    case UnaryOp::GeluTanh: return pick_same<GeluTanhF, kFloat>(out, in);
+    case UnaryOp::LogicalNot:
+      if (out != DType::Bool) return nullptr;  // the compiler converts other outputs
+      return visit(in, [&](auto t) -> onrt_kernel_fn {
+        using T = typename decltype(t)::type;
+        if constexpr (is_real9_v<T>) return &unary_entry<bool, T, LogicalNotF>;
+        else return nullptr;
+      });
+  }
+  return nullptr;
+}
+
+}  // namespace openneuron::kernels

@@ -1,0 +1,70 @@
+// What a worker does with one queue item. Shared by the worker threads and by
+// the inline (idle stream / launch-blocking) path so both behave identically.
+#include <cstring>
+
+#include "event.h"
+#include "program.h"
+#include "status.h"
+#include "stream.h"
+#include "work_item.h"
+
+namespace openneuron::runtime {
+namespace {
+
+const char* copy_kind_name(onrt_copy_kind kind) {
+  switch (kind) {
+    case ONRT_COPY_HOST_TO_DEVICE: return "host-to-device";
+    case ONRT_COPY_DEVICE_TO_HOST: return "device-to-host";
+    case ONRT_COPY_DEVICE_TO_DEVICE: return "device-to-device";
+  }
+  return "unknown";
+}
+
+}  // namespace
+
+bool execute_item(WorkItem& item, bool skip, std::string* error) {
+  switch (item.kind) {
+    case WorkKind::kProgram: {
+      Program* p = item.launch.program;
+      item.launch.program = nullptr;
+      bool ok = skip || p->run(item.args(), error);
+      p->release();
+      return ok;
+    }
+    case WorkKind::kCopy: {
+      if (skip) return true;
+      const CopyWork& c = item.copy;
+      if (c.dst == nullptr || c.src == nullptr) {
+        *error = strprintf("memcpy %s: null pointer (dst=%p, src=%p, %zu bytes)",
+                           copy_kind_name(c.kind), c.dst, c.src, c.bytes);
+        return false;
+      }
+      std::memmove(c.dst, c.src, c.bytes);
+      return true;
+    }
+    case WorkKind::kHostFn: {
+      if (skip) return true;
+      char err[512];
+      err[0] = '\0';
+      int rc = item.host.fn(item.host.user_data, err, sizeof err);
+      if (rc == 0) return true;
+      err[sizeof err - 1] = '\0';
+      *error = item.name + ": " + (err[0] ? std::string(err) : strprintf("returned %d", rc));
+      return false;
+    }
+    case WorkKind::kTimestamp: {
+      // Never skipped: whoever waits on or times this event must not hang.
+      Event* e = item.timestamp.event;
+      item.timestamp.event = nullptr;
+      e->stamp(item.timestamp.generation);
+      e->release();
+      return true;
+    }
+    case WorkKind::kWait:
+      if (!skip) item.wait.stream->wait_until(item.wait.seq);
+      return true;
+  }
+  return true;
+}
+
+}  // namespace openneuron::runtime

@@ -1,0 +1,270 @@
+/*
+ * OpenNeuron runtime: the hardware boundary.
+ *
+ * A C-shaped API over virtual NeuronCores. The default implementation runs each
+ * core on the host CPU; a real device runtime would implement this same header.
+ * Nothing here knows about PyTorch.
+ *
+ * Conventions
+ *  - Every call returns an onrt_status. ONRT_OK is 0. On failure, a human-readable
+ *    message naming the cause is available from onrt_last_error() on the calling
+ *    thread until its next failing call.
+ *  - Handles (streams, events, programs) are opaque pointers. Their lifetimes are
+ *    documented on the function that creates them.
+ *  - Device memory is owned by the runtime. Host code must not read or write it
+ *    directly: use copies, or kernels launched inside programs.
+ *  - Calls are thread-safe unless documented otherwise.
+ */
+#ifndef OPENNEURON_RUNTIME_H_
+#define OPENNEURON_RUNTIME_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---------------------------------------------------------------- status */
+
+typedef enum onrt_status {
+  ONRT_OK = 0,
+  ONRT_ERROR_INVALID_ARGUMENT = 1,
+  ONRT_ERROR_INVALID_DEVICE = 2,   /* index out of range; message lists the cores */
+  ONRT_ERROR_OUT_OF_MEMORY = 3,    /* message gives requested/allocated/capacity */
+  ONRT_ERROR_INVALID_HANDLE = 4,
+  ONRT_ERROR_NOT_READY = 5,        /* query: work still pending (not a failure) */
+  ONRT_ERROR_EXECUTION_FAILED = 6, /* a queued operation failed; message names it */
+  ONRT_ERROR_UNSUPPORTED = 7,      /* e.g. a dtype the platform profile lacks */
+  ONRT_ERROR_FORKED = 8,           /* used in a child forked after initialisation */
+  ONRT_ERROR_INVALID_CONFIG = 9,   /* bad environment (platform, visible cores) */
+} onrt_status;
+
+/* Static name of a status, e.g. "ONRT_ERROR_OUT_OF_MEMORY". */
+const char* onrt_status_name(onrt_status status);
+
+/* Detailed message of the last failing call on this thread ("" if none). The
+ * pointer stays valid until the next runtime call on this thread. */
+const char* onrt_last_error(void);
+
+/* ------------------------------------------------------- initialisation */
+
+/* Initialises the runtime once per process (later calls are cheap no-ops).
+ * Environment:
+ *   OPENNEURON_NUM_CORES     number of virtual cores (default 2)
+ *   NEURON_RT_VISIBLE_CORES  "0", "1,3", "0-2": subset of cores to expose,
+ *                            renumbered from 0 in the given order
+ *   OPENNEURON_PLATFORM      trn2 | trn3 (default trn2): HBM capacity per core
+ *                            (capped by host memory) and supported dtypes
+ *   OPENNEURON_HBM_BYTES     optional override of the per-core capacity
+ *   NEURON_LAUNCH_BLOCKING / OPENNEURON_LAUNCH_BLOCKING = 1: every launch and
+ *                            copy completes before the call returns
+ * Fails with ONRT_ERROR_INVALID_CONFIG (message lists valid values) on bad
+ * settings, and with ONRT_ERROR_FORKED in a process forked from one that had
+ * initialised the runtime (worker threads do not survive fork). */
+onrt_status onrt_init(void);
+
+/* 1 once onrt_init succeeded in this process (not inherited across fork). */
+int onrt_is_initialized(void);
+
+/* 1 in a child forked after the parent initialised the runtime. */
+int onrt_in_bad_fork(void);
+
+/* Number of visible cores. Does not initialise; returns 0 cores on bad config. */
+onrt_status onrt_device_count(int* count);
+
+typedef struct onrt_device_properties {
+  char name[64];          /* "OpenNeuron virtual NeuronCore (trn2)" */
+  char platform[16];      /* "trn2" | "trn3" */
+  uint64_t total_memory;  /* allocation limit of this core, bytes */
+  int32_t physical_index; /* index before NEURON_RT_VISIBLE_CORES renumbering */
+  int32_t supports_fp8;   /* trn3 only */
+  int32_t supports_bf16;
+  int32_t supports_fp16;
+} onrt_device_properties;
+
+onrt_status onrt_device_get_properties(int device, onrt_device_properties* out);
+
+/* Comma-separated list of valid OPENNEURON_PLATFORM values ("trn2,trn3"). */
+const char* onrt_platform_names(void);
+
+/* Waits for all streams of the device; returns the first pending stream error. */
+onrt_status onrt_device_synchronize(int device);
+
+/* --------------------------------------------------------------- streams */
+
+/* In-order queue of work executed by the core's worker thread. A failing
+ * operation puts the stream in an error state: later work on it is skipped and
+ * the error (naming the failed operation) is returned by the next
+ * synchronize/query on the stream, which then clears it. */
+typedef struct onrt_stream* onrt_stream_t;
+
+/* The default stream of a device exists for the process lifetime. */
+onrt_status onrt_stream_get_default(int device, onrt_stream_t* out);
+/* Streams from onrt_stream_create live until onrt_stream_destroy, which waits
+ * for pending work. */
+onrt_status onrt_stream_create(int device, int priority, onrt_stream_t* out);
+onrt_status onrt_stream_destroy(onrt_stream_t stream);
+onrt_status onrt_stream_synchronize(onrt_stream_t stream);
+/* ONRT_OK when idle, ONRT_ERROR_NOT_READY while work is pending. */
+onrt_status onrt_stream_query(onrt_stream_t stream);
+int onrt_stream_device(onrt_stream_t stream);
+/* Stable small integer id, unique per device (0 = default stream). */
+int64_t onrt_stream_id(onrt_stream_t stream);
+/* Inverse of onrt_stream_id; ONRT_ERROR_INVALID_HANDLE if no such stream. */
+onrt_status onrt_stream_from_id(int device, int64_t id, onrt_stream_t* out);
+
+/* Runs fn(user_data) on the stream's worker in stream order. fn returns 0 on
+ * success; otherwise it writes a message into err (errlen bytes) and the stream
+ * enters its error state, with `name` naming the operation. */
+typedef int (*onrt_host_fn)(void* user_data, char* err, size_t errlen);
+onrt_status onrt_launch_host_fn(onrt_stream_t stream, const char* name,
+                                onrt_host_fn fn, void* user_data);
+
+/* ---------------------------------------------------------------- events */
+
+typedef struct onrt_event* onrt_event_t;
+
+enum { ONRT_EVENT_DEFAULT = 0, ONRT_EVENT_TIMING = 1 };
+
+/* Lives until onrt_event_destroy. */
+onrt_status onrt_event_create(unsigned flags, onrt_event_t* out);
+onrt_status onrt_event_destroy(onrt_event_t event);
+/* Captures the stream's work queued so far. Re-recording replaces it. */
+onrt_status onrt_event_record(onrt_event_t event, onrt_stream_t stream);
+/* Work queued on `stream` afterwards starts only after the event completes. */
+onrt_status onrt_stream_wait_event(onrt_stream_t stream, onrt_event_t event);
+/* ONRT_OK when complete (or never recorded), ONRT_ERROR_NOT_READY otherwise. */
+onrt_status onrt_event_query(onrt_event_t event);
+onrt_status onrt_event_synchronize(onrt_event_t event);
+/* Both events need ONRT_EVENT_TIMING and must be complete. */
+onrt_status onrt_event_elapsed_ms(onrt_event_t start, onrt_event_t end, float* ms);
+
+/* ---------------------------------------------------------------- memory */
+
+/* Allocates from the device's caching allocator, tagged with `stream`: the block
+ * may be reused by later allocations on the same stream as soon as it is freed
+ * (stream order makes that safe). Sizes under 1 MiB come from the small pool,
+ * others from the large pool; requests are rounded up to size classes (512 B
+ * granularity; under 16 MiB to powers-of-two-ish classes). bytes == 0 gives
+ * *ptr == NULL. Over capacity (after releasing cached blocks):
+ * ONRT_ERROR_OUT_OF_MEMORY with requested, allocated and capacity in the
+ * message; the allocator stays usable. */
+onrt_status onrt_malloc(int device, size_t bytes, onrt_stream_t stream, void** ptr);
+/* Returns a block to the cache. Deferred until work recorded on other streams
+ * through onrt_record_stream has completed. NULL is a no-op. */
+onrt_status onrt_free(void* ptr);
+/* Marks the block as in use by `stream` (not its allocation stream). */
+onrt_status onrt_record_stream(void* ptr, onrt_stream_t stream);
+/* Device of a pointer inside any live block; ONRT_ERROR_INVALID_ARGUMENT if none. */
+onrt_status onrt_pointer_get_device(const void* ptr, int* device);
+/* Releases cached, unused segments to the host. */
+onrt_status onrt_empty_cache(int device);
+
+/* One counter, same meaning as PyTorch's c10::CachingDeviceAllocator::Stat. */
+typedef struct onrt_stat {
+  int64_t current;
+  int64_t peak;
+  int64_t allocated; /* cumulative increments */
+  int64_t freed;     /* cumulative decrements */
+} onrt_stat;
+
+enum { ONRT_POOL_ALL = 0, ONRT_POOL_SMALL = 1, ONRT_POOL_LARGE = 2, ONRT_POOL_COUNT = 3 };
+
+typedef struct onrt_memory_stats {
+  onrt_stat allocation[ONRT_POOL_COUNT];       /* number of live blocks */
+  onrt_stat segment[ONRT_POOL_COUNT];          /* number of reserved segments */
+  onrt_stat active[ONRT_POOL_COUNT];           /* blocks allocated or pending free */
+  onrt_stat inactive_split[ONRT_POOL_COUNT];
+  onrt_stat allocated_bytes[ONRT_POOL_COUNT];  /* rounded sizes of live blocks */
+  onrt_stat reserved_bytes[ONRT_POOL_COUNT];   /* segments held from the host */
+  onrt_stat active_bytes[ONRT_POOL_COUNT];
+  onrt_stat inactive_split_bytes[ONRT_POOL_COUNT];
+  onrt_stat requested_bytes[ONRT_POOL_COUNT];  /* sizes as requested */
+  int64_t num_alloc_retries; /* cache flushes to satisfy a request */
+  int64_t num_ooms;
+  int64_t num_device_alloc;  /* segments obtained from the host */
+  int64_t num_device_free;
+  int64_t max_split_size;    /* -1: unlimited */
+} onrt_memory_stats;
+
+onrt_status onrt_memory_get_stats(int device, onrt_memory_stats* out);
+onrt_status onrt_memory_reset_peak(int device);
+onrt_status onrt_memory_reset_accumulated(int device);
+/* free = capacity - reserved; total = capacity. */
+onrt_status onrt_memory_get_info(int device, uint64_t* free_bytes, uint64_t* total_bytes);
+
+/* ---------------------------------------------------------------- copies */
+
+typedef enum onrt_copy_kind {
+  ONRT_COPY_HOST_TO_DEVICE = 0,
+  ONRT_COPY_DEVICE_TO_HOST = 1,
+  ONRT_COPY_DEVICE_TO_DEVICE = 2, /* also across cores */
+} onrt_copy_kind;
+
+/* Queues a copy on `stream`. Host memory must stay valid until the stream
+ * reaches the copy. */
+onrt_status onrt_memcpy_async(void* dst, const void* src, size_t bytes, onrt_copy_kind kind,
+                              onrt_stream_t stream);
+/* Queues the copy and waits for it (and for all earlier work on the stream).
+ * When the stream is idle the copy runs on the calling thread. */
+onrt_status onrt_memcpy(void* dst, const void* src, size_t bytes, onrt_copy_kind kind,
+                        onrt_stream_t stream);
+
+/* -------------------------------------------------------------- programs */
+
+/* A program is the unit of device work: a fixed list of engine instructions over
+ * the program's arguments. Eager single ops and compiled graphs are both
+ * programs; the compiler builds them, the runtime executes them.
+ *
+ * On this virtual core an instruction is an engine entry point (a function of
+ * the kernels layer) plus an immutable parameter blob. At launch, each
+ * instruction receives the launch arguments it names, in its own order. */
+
+typedef union onrt_arg {
+  void* ptr;   /* device buffer (base of the tensor's storage + offset) */
+  int64_t i;   /* integer scalar */
+  double f;    /* floating scalar */
+} onrt_arg;
+
+/* Engine entry point. Returns 0 on success; otherwise writes a message to err. */
+typedef int (*onrt_kernel_fn)(const void* params, const onrt_arg* args, char* err,
+                              size_t errlen);
+
+typedef struct onrt_program* onrt_program_t;
+
+/* Created with one reference; onrt_program_release drops one. Queued launches
+ * hold their own reference, so releasing after launch is safe. */
+onrt_status onrt_program_create(const char* name, onrt_program_t* out);
+onrt_status onrt_program_retain(onrt_program_t program);
+onrt_status onrt_program_release(onrt_program_t program);
+/* Appends an instruction. `params` (params_size bytes) is copied into the
+ * program. `arg_slots[k]` is the launch-argument index passed as the
+ * instruction's k-th argument. Programs must not be modified once launched. */
+onrt_status onrt_program_add_instruction(onrt_program_t program, const char* name,
+                                         onrt_kernel_fn fn, const void* params,
+                                         size_t params_size, const int32_t* arg_slots,
+                                         int32_t num_slots);
+int32_t onrt_program_num_instructions(onrt_program_t program);
+const char* onrt_program_name(onrt_program_t program);
+
+/* Queues the program on the stream with `args` (copied; nargs entries). A
+ * failing instruction puts the stream in its error state with a message naming
+ * the program and the instruction. */
+onrt_status onrt_program_launch(onrt_stream_t stream, onrt_program_t program,
+                                const onrt_arg* args, int32_t nargs);
+
+/* Counters for observability (monotonic, process-wide). */
+typedef struct onrt_counters {
+  int64_t launches;
+  int64_t instructions_executed;
+  int64_t copies;
+  int64_t synchronizations;
+} onrt_counters;
+onrt_status onrt_get_counters(onrt_counters* out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* OPENNEURON_RUNTIME_H_ */

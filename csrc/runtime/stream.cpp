@@ -1,0 +1,210 @@
+#include "stream.h"
+
+#include <pthread.h>
+
+#include <chrono>
+
+#include "counters.h"
+#include "status.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define ONRT_CPU_RELAX() _mm_pause()
+#elif defined(__aarch64__)
+#define ONRT_CPU_RELAX() asm volatile("yield")
+#else
+#define ONRT_CPU_RELAX() std::this_thread::yield()
+#endif
+
+namespace openneuron::runtime {
+namespace {
+
+// Launches typically arrive a few microseconds apart from the Python thread;
+// polling this long avoids a futex wake-up (tens of microseconds) per launch
+// while costing little CPU when the stream really goes idle.
+constexpr auto kWorkerSpin = std::chrono::microseconds(40);
+// Synchronizing threads poll briefly for tiny programs to finish before sleeping.
+constexpr auto kWaiterSpin = std::chrono::microseconds(20);
+
+template <typename Done>
+bool spin_until(Done done, std::chrono::microseconds budget) {
+  auto deadline = std::chrono::steady_clock::now() + budget;
+  for (;;) {
+    for (int i = 0; i < 64; ++i) {
+      if (done()) return true;
+      ONRT_CPU_RELAX();
+    }
+    if (std::chrono::steady_clock::now() >= deadline) return done();
+  }
+}
+
+}  // namespace
+
+void WorkQueue::push(WorkItem&& item) {
+  if (size_ == slots_.size()) {
+    std::vector<WorkItem> grown(slots_.empty() ? 64 : slots_.size() * 2);
+    for (size_t i = 0; i < size_; ++i) grown[i] = std::move(slots_[(head_ + i) % slots_.size()]);
+    slots_ = std::move(grown);
+    head_ = 0;
+  }
+  slots_[(head_ + size_) % slots_.size()] = std::move(item);
+  ++size_;
+}
+
+WorkItem WorkQueue::pop() {
+  WorkItem item = std::move(slots_[head_]);
+  head_ = (head_ + 1) % slots_.size();
+  --size_;
+  return item;
+}
+
+void WorkQueue::release_storage() {
+  slots_ = std::vector<WorkItem>();
+  head_ = size_ = 0;
+}
+
+Stream::Stream(int device, int64_t id, int priority)
+    : device_(device), id_(id), priority_(priority) {}
+
+Stream::~Stream() {
+  destroy();
+  magic_ = 0;
+}
+
+uint64_t Stream::push(WorkItem&& item) {
+  bool wake;
+  uint64_t seq;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    // Lazily: most streams of most devices never see work.
+    if (!worker_.joinable()) worker_ = std::thread([this] { worker_main(); });
+    seq = enqueued_.load(std::memory_order_relaxed) + 1;
+    item.seq = seq;
+    queue_.push(std::move(item));
+    enqueued_.store(seq, std::memory_order_release);
+    queued_.store(queue_.size(), std::memory_order_release);
+    wake = worker_sleeping_;
+  }
+  if (wake) work_cv_.notify_one();
+  return seq;
+}
+
+onrt_status Stream::submit(WorkItem&& item, bool blocking) {
+  if (!blocking) {
+    push(std::move(item));
+    return ONRT_OK;
+  }
+  std::unique_lock<std::mutex> lock(mu_);
+  if (!queue_.empty() || busy_) {
+    lock.unlock();
+    push(std::move(item));
+    return synchronize();
+  }
+  // Idle: run here. Claiming busy_ and a sequence number keeps stream order
+  // and event semantics exactly as if the worker had run it.
+  busy_ = true;
+  uint64_t seq = enqueued_.load(std::memory_order_relaxed) + 1;
+  item.seq = seq;
+  enqueued_.store(seq, std::memory_order_release);
+  const bool skip = has_error_.load(std::memory_order_relaxed);
+  lock.unlock();
+
+  std::string error;
+  bool ok = execute_item(item, skip, &error);
+
+  lock.lock();
+  busy_ = false;
+  completed_.store(seq, std::memory_order_release);
+  done_cv_.notify_all();
+  if (!queue_.empty() && worker_sleeping_) work_cv_.notify_one();
+  if (skip) return take_error_locked(lock);
+  if (!ok) return fail(ONRT_ERROR_EXECUTION_FAILED, std::move(error));
+  return ONRT_OK;
+}
+
+void Stream::wait_until(uint64_t seq) {
+  if (reached(seq)) return;
+  if (spin_until([&] { return reached(seq); }, kWaiterSpin)) return;
+  std::unique_lock<std::mutex> lock(mu_);
+  done_cv_.wait(lock, [&] { return reached(seq); });
+}
+
+onrt_status Stream::synchronize() {
+  wait_until(enqueued());
+  std::unique_lock<std::mutex> lock(mu_);
+  return take_error_locked(lock);
+}
+
+onrt_status Stream::query() {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (!queue_.empty() || busy_) return ONRT_ERROR_NOT_READY;
+  return take_error_locked(lock);
+}
+
+onrt_status Stream::take_error_locked(std::unique_lock<std::mutex>& lock) {
+  if (!has_error_.load(std::memory_order_relaxed)) return ONRT_OK;
+  std::string message = std::move(error_);
+  error_.clear();
+  has_error_.store(false, std::memory_order_relaxed);
+  return fail(ONRT_ERROR_EXECUTION_FAILED, std::move(message));
+}
+
+void Stream::destroy() {
+  if (destroyed_.exchange(true)) return;
+  wait_until(enqueued());
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  work_cv_.notify_one();
+  if (worker_.joinable()) worker_.join();
+  std::lock_guard<std::mutex> lock(mu_);
+  queue_.release_storage();
+}
+
+void Stream::spin_for_work() {
+  spin_until([&] { return queued_.load(std::memory_order_acquire) > 0; }, kWorkerSpin);
+}
+
+void Stream::worker_main() {
+  {
+    char name[16];
+    snprintf(name, sizeof name, "onrt-n%d-s%lld", device_, static_cast<long long>(id_));
+    pthread_setname_np(pthread_self(), name);
+  }
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    if (queue_.empty() || busy_) {
+      lock.unlock();
+      spin_for_work();
+      lock.lock();
+      while ((queue_.empty() || busy_) && !stop_) {
+        worker_sleeping_ = true;
+        work_cv_.wait(lock);
+        worker_sleeping_ = false;
+      }
+      if (queue_.empty() || busy_) return;  // stop_ with nothing left to do
+    }
+    WorkItem item = queue_.pop();
+    queued_.store(queue_.size(), std::memory_order_release);
+    busy_ = true;
+    const bool skip = has_error_.load(std::memory_order_relaxed);
+    lock.unlock();
+
+    std::string error;
+    const bool ok = execute_item(item, skip, &error);
+    const uint64_t seq = item.seq;
+    item = WorkItem();  // drop argument storage outside the lock
+
+    lock.lock();
+    busy_ = false;
+    if (!ok && !has_error_.load(std::memory_order_relaxed)) {
+      error_ = std::move(error);
+      has_error_.store(true, std::memory_order_relaxed);
+    }
+    completed_.store(seq, std::memory_order_release);
+    done_cv_.notify_all();
+  }
+}
+
+}  // namespace openneuron::runtime

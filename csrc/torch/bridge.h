@@ -1,0 +1,66 @@
+// Shared declarations of the torch bridge (csrc/torch). The only C++ that sees
+// torch headers lives in this folder; everything below it is torch-free.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
+#include <c10/core/Storage.h>
+#include <c10/core/Stream.h>
+
+#include <string>
+
+#include "openneuron/runtime.h"
+
+namespace openneuron::bridge {
+
+// Raises the PyTorch exception matching a runtime status (OutOfMemoryError for
+// ONRT_ERROR_OUT_OF_MEMORY, IndexError-like for bad devices, RuntimeError
+// otherwise), with the runtime's message and `what` as context.
+[[noreturn]] void raise_status(onrt_status status, const char* what);
+
+#define ONRT_CHECK(expr)                                          \
+  do {                                                            \
+    onrt_status onrt_check_status_ = (expr);                      \
+    if (onrt_check_status_ != ONRT_OK) {                          \
+      ::openneuron::bridge::raise_status(onrt_check_status_, #expr); \
+    }                                                             \
+  } while (0)
+
+// Initialises the runtime on first use (lazy, like CUDA); raises on bad config
+// or in a forked child.
+void ensure_initialized();
+
+int device_count() noexcept;
+c10::DeviceIndex current_device();
+void set_device(c10::DeviceIndex index);  // validates, raising with the core list
+void check_device_index(c10::DeviceIndex index);
+
+// Streams: c10::Stream ids are the runtime's stream ids.
+onrt_stream_t runtime_stream(const c10::Stream& stream);
+c10::Stream current_stream(c10::DeviceIndex index);
+void set_current_stream(const c10::Stream& stream);
+c10::Stream default_stream(c10::DeviceIndex index);
+c10::Stream new_stream(c10::DeviceIndex index, int priority);
+onrt_stream_t current_runtime_stream(c10::DeviceIndex index);
+
+// Generator of a device (PyTorch's default generator for it).
+const at::Generator& default_generator(c10::DeviceIndex index);
+at::Generator make_generator(c10::DeviceIndex index);
+// Reserves `increment` Philox counters; returns {seed, offset}.
+std::pair<uint64_t, uint64_t> philox_reserve(const std::optional<at::Generator>& gen,
+                                             c10::DeviceIndex index, uint64_t increment);
+
+// Grows or shrinks a device storage, keeping its bytes (stream-ordered copy).
+void resize_storage_bytes(const c10::Storage& storage, size_t new_bytes);
+
+// Fallback bookkeeping (fallback.cpp).
+std::vector<std::pair<std::string, int64_t>> fallback_counts();
+void reset_fallback_counts();
+
+// Fills a device tensor with a constant (engine Fill).
+void fill_scalar_device(const at::Tensor& t, double value);
+
+// One-time warning when float64/complex128 data is narrowed on the device.
+c10::ScalarType narrow_dtype(c10::ScalarType t);
+
+}  // namespace openneuron::bridge

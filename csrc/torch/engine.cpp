@@ -1,0 +1,122 @@
+#include "engine.h"
+
+#include <ATen/EmptyTensor.h>
+#include <c10/core/DeviceGuard.h>
+#include <c10/util/Exception.h>
+
+#include "bridge.h"
+#include "openneuron/compiler/compiler.h"
+
+namespace openneuron::bridge {
+
+DType to_dtype(c10::ScalarType t) {
+  switch (t) {
+    case c10::kBool: return DType::Bool;
+    case c10::kByte: return DType::UInt8;
+    case c10::kChar: return DType::Int8;
+    case c10::kShort: return DType::Int16;
+    case c10::kInt: return DType::Int32;
+    case c10::kLong: return DType::Int64;
+    case c10::kHalf: return DType::Float16;
+    case c10::kBFloat16: return DType::BFloat16;
+    case c10::kFloat: return DType::Float32;
+    case c10::kDouble: return DType::Float64;
+    case c10::kComplexFloat: return DType::Complex64;
+    case c10::ScalarType::Float8_e4m3fn: return DType::Float8E4M3;
+    case c10::ScalarType::Float8_e5m2: return DType::Float8E5M2;
+    default:
+      TORCH_CHECK_NOT_IMPLEMENTED(false, "neuron: dtype ", t, " has no device representation");
+  }
+}
+
+TensorType tensor_type(const at::Tensor& t) {
+  TORCH_CHECK_NOT_IMPLEMENTED(t.dim() <= kMaxDims, "neuron: tensors of more than ", kMaxDims,
+                              " dimensions are not supported by the engines (got ", t.dim(), ")");
+  TensorType tt;
+  tt.dtype = to_dtype(t.scalar_type());
+  tt.ndim = static_cast<int32_t>(t.dim());
+  for (int i = 0; i < tt.ndim; ++i) {
+    tt.sizes[i] = t.size(i);
+    tt.strides[i] = t.stride(i);
+  }
+  return tt;
+}
+
+Operand tensor_operand(const at::Tensor& t) {
+  Operand o{compiler::ValueType::of(tensor_type(t))};
+  o.arg.ptr = t.numel() == 0 ? nullptr : const_cast<void*>(t.const_data_ptr());
+  o.device = t.device().index();
+  return o;
+}
+Operand float_operand(double v) {
+  Operand o{compiler::ValueType::scalar_float()};
+  o.arg.f = v;
+  return o;
+}
+Operand int_operand(int64_t v) {
+  Operand o{compiler::ValueType::scalar_int()};
+  o.arg.i = v;
+  return o;
+}
+Operand none_operand() { return Operand{compiler::ValueType::none()}; }
+Operand scalar_operand(const c10::Scalar& s, c10::ScalarType compute) {
+  if (c10::isIntegralType(compute, /*includeBool=*/true)) return int_operand(s.toLong());
+  return float_operand(s.toDouble());
+}
+
+void launch(compiler::Op op, std::initializer_list<Operand> inputs,
+            std::initializer_list<Operand> outputs, std::vector<int64_t> attrs) {
+  c10::DeviceIndex device = -1;
+  std::vector<compiler::ValueType> types;
+  types.reserve(inputs.size() + outputs.size());
+  onrt_arg args[32];
+  int n = 0;
+  TORCH_INTERNAL_ASSERT(inputs.size() + outputs.size() < 32);
+  for (const auto& o : inputs) {
+    types.push_back(o.type);
+    args[n++] = o.arg;
+  }
+  for (const auto& o : outputs) {
+    types.push_back(o.type);
+    args[n++] = o.arg;
+  }
+  // The device is the one holding the first output (outputs are always device tensors).
+  device = outputs.begin()->device;
+  if (device < 0) device = current_device();
+  std::shared_ptr<const compiler::Program> program;
+  try {
+    auto graph = compiler::Graph::single_op(op, types, static_cast<int>(inputs.size()),
+                                            std::move(attrs));
+    program = compiler::ProgramCache::global().get_or_compile(graph);
+  } catch (const compiler::CompileError& e) {
+    TORCH_CHECK_NOT_IMPLEMENTED(false, "neuron compiler: ", e.what());
+  }
+  at::Tensor scratch;
+  if (program->scratch_bytes > 0) {
+    scratch = empty_device({static_cast<int64_t>(program->scratch_bytes)}, c10::kByte,
+                           c10::Device(c10::DeviceType::PrivateUse1, device));
+    args[n++].ptr = scratch.data_ptr();
+  }
+  ONRT_CHECK(onrt_program_launch(current_runtime_stream(device), program->handle, args, n));
+}
+
+at::Tensor empty_device(at::IntArrayRef sizes, c10::ScalarType dtype, c10::Device device) {
+  c10::DeviceGuard guard(device);
+  constexpr c10::DispatchKeySet ks(c10::DispatchKey::PrivateUse1);
+  return at::detail::empty_generic(sizes, c10::GetAllocator(c10::DeviceType::PrivateUse1), ks,
+                                   dtype, std::nullopt);
+}
+
+void copy_on_device(const at::Tensor& dst, const at::Tensor& src) {
+  if (dst.numel() == 0) return;
+  launch(compiler::Op::Copy, {tensor_operand(src.expand(dst.sizes()))}, {tensor_operand(dst)});
+}
+
+at::Tensor to_dtype_on_device(const at::Tensor& t, c10::ScalarType dtype) {
+  if (t.scalar_type() == dtype) return t;
+  at::Tensor out = empty_device(t.sizes(), dtype, t.device());
+  copy_on_device(out, t);
+  return out;
+}
+
+}  // namespace openneuron::bridge

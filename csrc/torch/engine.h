@@ -1,0 +1,42 @@
+// Eager execution of one op: ATen tensors -> a single-node compiler graph ->
+// cached program -> launch on the device's current stream. Every native op of
+// the bridge goes through launch(), so eager and compiled mode share lowerings.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <initializer_list>
+#include <vector>
+
+#include "openneuron/compiler/graph.h"
+#include "openneuron/runtime.h"
+
+namespace openneuron::bridge {
+
+DType to_dtype(c10::ScalarType t);
+TensorType tensor_type(const at::Tensor& t);
+
+// One launch argument with its type.
+struct Operand {
+  compiler::ValueType type;
+  onrt_arg arg{};
+  c10::DeviceIndex device = -1;  // tensors only
+};
+Operand tensor_operand(const at::Tensor& t);  // t must be on the device
+Operand float_operand(double v);
+Operand int_operand(int64_t v);
+Operand none_operand();
+// A Scalar in the kind matching `compute` (integral types take int operands).
+Operand scalar_operand(const c10::Scalar& s, c10::ScalarType compute);
+
+// Runs `op` on the device of the first output tensor, on its current stream.
+void launch(compiler::Op op, std::initializer_list<Operand> inputs,
+            std::initializer_list<Operand> outputs, std::vector<int64_t> attrs = {});
+
+// Engine-side helpers used by several op families.
+at::Tensor empty_device(at::IntArrayRef sizes, c10::ScalarType dtype, c10::Device device);
+// A tensor of `dtype` holding t's values (t itself when it already has it).
+at::Tensor to_dtype_on_device(const at::Tensor& t, c10::ScalarType dtype);
+void copy_on_device(const at::Tensor& dst, const at::Tensor& src);  // same device, any dtypes
+
+}  // namespace openneuron::bridge

@@ -1,0 +1,101 @@
+// CPU fallback for ops without a native neuron lowering, and autocast.
+//
+// An op with no neuron kernel runs on the CPU: inputs are copied out, the CPU
+// kernel runs, results are copied back (in-place, out= and view semantics are
+// kept by ATen's cpu_fallback). Each op warns once and is counted, so users see
+// what did not run natively. OPENNEURON_FALLBACK=warn|silent|error.
+#include <ATen/ATen.h>
+#include <ATen/autocast_mode.h>
+#include <ATen/native/CPUFallback.h>
+#include <torch/library.h>
+
+#include <cstdlib>
+#include <map>
+#include <mutex>
+#include <string>
+
+#include "bridge.h"
+
+namespace openneuron::bridge {
+namespace {
+
+enum class FallbackMode { Warn, Silent, Error };
+
+FallbackMode fallback_mode() {
+  // Read on every call so tests and users can switch it at run time.
+  const char* v = std::getenv("OPENNEURON_FALLBACK");
+  if (v == nullptr || *v == '\0' || std::string(v) == "warn") return FallbackMode::Warn;
+  if (std::string(v) == "silent") return FallbackMode::Silent;
+  if (std::string(v) == "error") return FallbackMode::Error;
+  TORCH_CHECK_VALUE(false, "OPENNEURON_FALLBACK must be one of warn, silent, error; got '", v, "'");
+}
+
+struct FallbackCounts {
+  std::mutex mutex;
+  std::map<std::string, int64_t> calls;
+};
+FallbackCounts& counts() {
+  static FallbackCounts c;
+  return c;
+}
+
+void neuron_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const auto& schema_name = op.schema().operator_name();
+  std::string name = schema_name.name;
+  if (!schema_name.overload_name.empty()) name += "." + schema_name.overload_name;
+  const FallbackMode mode = fallback_mode();
+  TORCH_CHECK_NOT_IMPLEMENTED(mode != FallbackMode::Error, name,
+                              " has no native neuron kernel and OPENNEURON_FALLBACK=error forbids "
+                              "running it on the CPU");
+  bool first = false;
+  {
+    auto& c = counts();
+    std::lock_guard<std::mutex> lock(c.mutex);
+    first = c.calls[name]++ == 0;
+  }
+  if (first && mode == FallbackMode::Warn) {
+    TORCH_WARN(name, " has no native neuron kernel; running it on the CPU (inputs copied to the "
+               "host and results back). See openneuron.fallback_stats().");
+  }
+  at::native::cpu_fallback(op, stack);
+}
+
+}  // namespace
+
+std::vector<std::pair<std::string, int64_t>> fallback_counts() {
+  auto& c = counts();
+  std::lock_guard<std::mutex> lock(c.mutex);
+  return {c.calls.begin(), c.calls.end()};
+}
+
+void reset_fallback_counts() {
+  auto& c = counts();
+  std::lock_guard<std::mutex> lock(c.mutex);
+  c.calls.clear();
+}
+
+TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&neuron_cpu_fallback>());
+}
+
+}  // namespace openneuron::bridge
+
+// Autocast for device_type="neuron": the same op lists as CUDA's.
+TORCH_LIBRARY_IMPL(_, AutocastPrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFallthrough());
+}
+
+// Inside at::autocast: PyTorch's op-list macros name its types unqualified.
+namespace at::autocast {
+TORCH_LIBRARY_IMPL(aten, AutocastPrivateUse1, m) {
+#define NEURON_LOWER_PRECISION_FP(...) KERNEL_PRIVATEUSEONE(__VA_ARGS__, lower_precision_fp)
+  AT_FORALL_LOWER_PRECISION_FP(NEURON_LOWER_PRECISION_FP)
+#define NEURON_FP32(...) KERNEL_PRIVATEUSEONE(__VA_ARGS__, fp32)
+  AT_FORALL_FP32(NEURON_FP32)
+#define NEURON_FP32_SET_OPT_DTYPE(...) KERNEL_PRIVATEUSEONE(__VA_ARGS__, fp32_set_opt_dtype)
+  AT_FORALL_FP32_SET_OPT_DTYPE(NEURON_FP32_SET_OPT_DTYPE)
+  AT_FORALL_DIFFERENT_REDISPATCH_SIGNATURE(KERNEL_DIFFERENT_REDISPATCH_SIGNATURE_PRIVATEUSEONE)
+#define NEURON_PROMOTE(...) KERNEL_PRIVATEUSEONE(__VA_ARGS__, promote)
+  AT_FORALL_PROMOTE(NEURON_PROMOTE)
+}
+}  // namespace at::autocast

@@ -1,0 +1,133 @@
+// openneuron._C: the small native surface the Python package needs. Plain
+// pybind11 over builtin types, so this file stays cheap to compile.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <ATen/EmptyTensor.h>
+#include <ATen/core/Generator.h>
+#include <c10/util/Exception.h>
+
+#include <cstring>
+#include <mutex>
+
+#include "bridge.h"
+#include "openneuron/compiler/compiler.h"
+
+namespace py = pybind11;
+using namespace openneuron;
+using namespace openneuron::bridge;
+
+namespace {
+
+py::dict device_properties(int index) {
+  check_device_index(static_cast<c10::DeviceIndex>(index));
+  onrt_device_properties p{};
+  ONRT_CHECK(onrt_device_get_properties(index, &p));
+  py::dict d;
+  d["name"] = std::string(p.name);
+  d["platform"] = std::string(p.platform);
+  d["total_memory"] = p.total_memory;
+  d["physical_index"] = p.physical_index;
+  d["supports_fp8"] = static_cast<bool>(p.supports_fp8);
+  d["supports_bf16"] = static_cast<bool>(p.supports_bf16);
+  d["supports_fp16"] = static_cast<bool>(p.supports_fp16);
+  return d;
+}
+
+py::dict compile_cache_stats() {
+  const auto s = compiler::ProgramCache::global().stats();
+  py::dict d;
+  d["hits"] = s.hits;
+  d["misses"] = s.misses;
+  d["entries"] = s.entries;
+  d["compile_seconds"] = s.compile_seconds;
+  return d;
+}
+
+py::dict runtime_counters() {
+  onrt_counters c{};
+  ONRT_CHECK(onrt_get_counters(&c));
+  py::dict d;
+  d["launches"] = c.launches;
+  d["instructions_executed"] = c.instructions_executed;
+  d["copies"] = c.copies;
+  d["synchronizations"] = c.synchronizations;
+  return d;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_C, m) {
+  m.doc() = "OpenNeuron native bindings (runtime, compiler cache, fallback stats)";
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const c10::IndexError& e) {
+      PyErr_SetString(PyExc_IndexError, e.what_without_backtrace());
+    } catch (const c10::ValueError& e) {
+      PyErr_SetString(PyExc_ValueError, e.what_without_backtrace());
+    } catch (const c10::NotImplementedError& e) {
+      PyErr_SetString(PyExc_NotImplementedError, e.what_without_backtrace());
+    } catch (const c10::Error& e) {
+      PyErr_SetString(PyExc_RuntimeError, e.what_without_backtrace());
+    }
+  });
+  m.def("init", [] { ensure_initialized(); });
+  m.def("is_initialized", [] { return static_cast<bool>(onrt_is_initialized()); });
+  m.def("in_bad_fork", [] { return static_cast<bool>(onrt_in_bad_fork()); });
+  m.def("device_count", [] { return device_count(); });
+  m.def("config_error", [] {
+    // device_count() reports 0 on a bad configuration; this says why.
+    int n = 0;
+    return onrt_device_count(&n) == ONRT_OK ? std::string() : std::string(onrt_last_error());
+  });
+  m.def("platform_names", [] { return std::string(onrt_platform_names()); });
+  m.def("current_device", [] { return static_cast<int>(current_device()); });
+  m.def("set_device", [](int i) { set_device(static_cast<c10::DeviceIndex>(i)); });
+  m.def("check_device", [](int i) { check_device_index(static_cast<c10::DeviceIndex>(i)); });
+  m.def("get_device_properties", &device_properties);
+  m.def("synchronize", [](int i) {
+    check_device_index(static_cast<c10::DeviceIndex>(i));
+    if (!onrt_is_initialized()) return;
+    py::gil_scoped_release release;
+    ONRT_CHECK(onrt_device_synchronize(i));
+  });
+  // RNG of each device's default generator. States travel as bytes so this
+  // module needs no torch Python bindings.
+  m.def("manual_seed", [](int i, uint64_t seed) {
+    at::Generator g = default_generator(static_cast<c10::DeviceIndex>(i));
+    std::lock_guard<std::mutex> lock(g.mutex());
+    g.set_current_seed(seed);
+  });
+  m.def("seed", [](int i) {
+    at::Generator g = default_generator(static_cast<c10::DeviceIndex>(i));
+    std::lock_guard<std::mutex> lock(g.mutex());
+    return g.seed();
+  });
+  m.def("initial_seed", [](int i) {
+    return default_generator(static_cast<c10::DeviceIndex>(i)).current_seed();
+  });
+  m.def("get_rng_state", [](int i) {
+    at::Generator g = default_generator(static_cast<c10::DeviceIndex>(i));
+    std::lock_guard<std::mutex> lock(g.mutex());
+    at::Tensor state = g.get_state();
+    return py::bytes(static_cast<const char*>(state.const_data_ptr()), state.nbytes());
+  });
+  m.def("set_rng_state", [](int i, const std::string& bytes) {
+    at::Generator g = default_generator(static_cast<c10::DeviceIndex>(i));
+    at::Tensor state = at::detail::empty_cpu({static_cast<int64_t>(bytes.size())}, c10::kByte,
+                                             std::nullopt, std::nullopt, std::nullopt,
+                                             std::nullopt);
+    std::memcpy(state.data_ptr(), bytes.data(), bytes.size());
+    std::lock_guard<std::mutex> lock(g.mutex());
+    g.set_state(state);
+  });
+  m.def("fallback_stats", [] {
+    py::dict d;
+    for (const auto& [name, n] : fallback_counts()) d[py::str(name)] = n;
+    return d;
+  });
+  m.def("reset_fallback_stats", [] { reset_fallback_counts(); });
+  m.def("compile_cache_stats", &compile_cache_stats);
+  m.def("runtime_counters", &runtime_counters);
+}

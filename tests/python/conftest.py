@@ -1,0 +1,19 @@
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+
+def run_python(code: str, **env) -> subprocess.CompletedProcess:
+    """Runs `code` in a fresh interpreter (for process-wide settings like env vars)."""
+    full_env = {**os.environ, **{k: str(v) for k, v in env.items()}}
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=full_env, timeout=300)
+
+
+@pytest.fixture
+def neuron():
+    assert hasattr(torch, "neuron") and torch.neuron.is_available(), "neuron device not loaded"
+    return torch.device("neuron")

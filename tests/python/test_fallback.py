@@ -1,0 +1,46 @@
+"""CPU fallback for ops without a native kernel: correct, warned once, counted, switchable."""
+
+import warnings
+
+import pytest
+import torch
+
+import openneuron
+
+
+def test_fallback_is_correct_warned_once_and_counted(neuron, monkeypatch):
+    monkeypatch.delenv("OPENNEURON_FALLBACK", raising=False)
+    openneuron.reset_fallback_stats()
+    x = torch.randn(50)
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        a = torch.cumsum(x.to(neuron), 0)
+        b = torch.cumsum(x.to(neuron), 0)
+    assert a.device.type == "neuron"
+    torch.testing.assert_close(a.cpu(), torch.cumsum(x, 0))
+    torch.testing.assert_close(b.cpu(), torch.cumsum(x, 0))
+    msgs = [str(m.message) for m in w if "aten::cumsum" in str(m.message)]
+    assert len(msgs) == 1
+    assert "has no native neuron kernel; running it on the CPU" in msgs[0]
+    assert openneuron.fallback_stats()["aten::cumsum"] == 2
+
+
+def test_fallback_keeps_in_place_and_out_semantics(neuron, monkeypatch):
+    monkeypatch.setenv("OPENNEURON_FALLBACK", "silent")
+    x = torch.randn(10)
+    d = x.to(neuron)
+    view = d[2:8]
+    view.cumsum_(0)  # in-place fallback through a view must write the base
+    ref = x.clone()
+    ref[2:8].cumsum_(0)
+    torch.testing.assert_close(d.cpu(), ref)
+    out = torch.empty(0, device=neuron)
+    torch.cumprod(d, 0, out=out)
+    torch.testing.assert_close(out.cpu(), torch.cumprod(ref, 0))
+
+
+def test_error_mode_names_the_op(neuron, monkeypatch):
+    monkeypatch.setenv("OPENNEURON_FALLBACK", "error")
+    with pytest.raises(NotImplementedError, match="aten::cumsum"):
+        torch.cumsum(torch.ones(3, device=neuron), 0)
+    assert torch.ones(3, device=neuron).sum().item() == 3.0

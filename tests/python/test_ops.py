@@ -1,0 +1,135 @@
+"""Native ops against the CPU reference (the full OpInfo sweep lives in tests/conformance)."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import openneuron
+
+
+@pytest.fixture(autouse=True)
+def no_fallback(monkeypatch):
+    """The ops in this file must run natively: any CPU fallback raises."""
+    monkeypatch.setenv("OPENNEURON_FALLBACK", "error")
+
+
+def same(fn, *args, rtol=1e-5, atol=1e-6):
+    cpu = fn(*args)
+    dev = fn(*[a.to("neuron") if isinstance(a, torch.Tensor) else a for a in args])
+    assert dev.device.type == "neuron"
+    torch.testing.assert_close(dev.cpu(), cpu, rtol=rtol, atol=atol)
+
+
+X = torch.randn(17, 33)
+Y = torch.randn(17, 33)
+ROW = torch.randn(33)
+
+
+@pytest.mark.parametrize("fn", [
+    lambda a, b: a + b, lambda a, b: a - 2.5 * b, lambda a, b: torch.add(a, b, alpha=3),
+    lambda a, b: a * b, lambda a, b: a / (b.abs() + 1), lambda a, b: torch.maximum(a, b),
+    lambda a, b: torch.where(a > b, a, b), lambda a, b: (a < b).float(), lambda a, b: a + 1,
+    lambda a, b: 2 - a, lambda a, b: torch.addcmul(a, a, b, value=0.5),
+])
+def test_binary_and_ternary(neuron, fn):
+    same(fn, X, Y)
+
+
+def test_broadcasting_and_noncontiguous(neuron):
+    same(lambda a, r: a + r, X, ROW)
+    same(lambda a, r: a.t() * r[:17], X, ROW)
+    same(lambda a, b: a[:, ::2] - b[:, 1::2], X, Y)
+
+
+@pytest.mark.parametrize("fn", [
+    torch.relu, torch.exp, torch.tanh, torch.sigmoid, torch.neg, torch.abs, F.silu,
+    lambda a: F.gelu(a), lambda a: F.gelu(a, approximate="tanh"), lambda a: a.abs().sqrt(),
+    lambda a: a.abs().add(0.1).log(), lambda a: a.abs().add(0.1).rsqrt(),
+])
+def test_unary(neuron, fn):
+    same(fn, X)
+
+
+@pytest.mark.parametrize("fn", [
+    lambda a: a.sum(), lambda a: a.sum(0), lambda a: a.sum(1, keepdim=True), lambda a: a.mean(),
+    lambda a: a.mean((0, 1)), lambda a: a.amax(1), lambda a: a.amin(0),
+])
+def test_reductions(neuron, fn):
+    same(fn, X, rtol=1e-5, atol=1e-5)
+
+
+def test_integer_sum_promotes_to_int64(neuron):
+    t = torch.arange(10, dtype=torch.int32)
+    r = t.to(neuron).sum()
+    assert r.dtype == torch.int64 and r.item() == 45
+
+
+@pytest.mark.parametrize("dtype,tol", [(torch.float32, 1e-4), (torch.bfloat16, 2e-2)])
+def test_matmul_family(neuron, dtype, tol):
+    a, b, c = torch.randn(31, 64, dtype=dtype), torch.randn(64, 23, dtype=dtype), torch.randn(23, dtype=dtype)
+    same(torch.mm, a, b, rtol=tol, atol=tol)
+    same(lambda a, b: a.t().t() @ b.t().contiguous().t(), a, b, rtol=tol, atol=tol)
+    same(lambda a, b, c: torch.addmm(c, a, b, beta=0.5, alpha=2.0), a, b, c, rtol=tol, atol=tol)
+    same(lambda a, b: F.linear(a, b.t()), a, b, rtol=tol, atol=tol)
+    x, y = torch.randn(3, 8, 16, dtype=dtype), torch.randn(3, 16, 5, dtype=dtype)
+    same(torch.bmm, x, y, rtol=tol, atol=tol)
+
+
+def test_softmax_and_cross_entropy(neuron):
+    same(lambda a: torch.softmax(a, dim=1), X)
+    same(lambda a: torch.log_softmax(a, dim=0), X)
+    target = torch.randint(0, 33, (17,))
+    target[3] = -100
+    same(lambda a, t: F.cross_entropy(a, t), X, target)
+    same(lambda a, t: F.cross_entropy(a, t, reduction="sum"), X, target)
+    same(lambda a, t: F.nll_loss(a, t, reduction="none", ignore_index=5), X, target.clamp(min=0))
+
+
+def test_copies_views_and_dtype_conversion(neuron):
+    d = X.to(neuron)
+    assert torch.equal(d.cpu(), X)
+    assert torch.equal(d.t().contiguous().cpu(), X.t().contiguous())
+    assert torch.equal(d[2:5, 1:10:3].cpu(), X[2:5, 1:10:3])
+    assert torch.equal(d.view(33, 17).cpu(), X.view(33, 17))
+    assert torch.equal(d.unsqueeze(0).expand(2, 17, 33).cpu(), X.unsqueeze(0).expand(2, 17, 33))
+    assert torch.equal(d.to(torch.bfloat16).cpu(), X.to(torch.bfloat16))
+    assert torch.equal(d.to(torch.int32).cpu(), X.to(torch.int32))
+    assert torch.equal(d.to("neuron:1").cpu(), X)
+    e = torch.zeros(17, 33, device=neuron)
+    e[:, 3] = 7.0
+    expected = torch.zeros(17, 33)
+    expected[:, 3] = 7.0
+    assert torch.equal(e.cpu(), expected)
+    d.t().copy_(torch.ones(33, 17))
+    assert torch.equal(d.cpu(), torch.ones(17, 33))
+
+
+def test_creation_ops(neuron):
+    assert torch.equal(torch.zeros(3, 4, device=neuron).cpu(), torch.zeros(3, 4))
+    assert torch.equal(torch.full((2, 2), 3.5, device=neuron).cpu(), torch.full((2, 2), 3.5))
+    assert torch.equal(torch.arange(2, 11, 3, device=neuron).cpu(), torch.arange(2, 11, 3))
+    assert torch.equal(torch.arange(0, 1, 0.25, device=neuron).cpu(), torch.arange(0, 1, 0.25))
+    assert torch.ones(5, dtype=torch.int64, device=neuron).sum().item() == 5
+
+
+def test_item_and_scalars(neuron):
+    assert torch.tensor(3.25, device=neuron).item() == 3.25
+    assert torch.tensor(True, device=neuron).item() is True
+    assert torch.tensor([7], dtype=torch.int32, device=neuron).item() == 7
+
+
+def test_in_place_and_out_variants(neuron):
+    a = X.clone().to(neuron)
+    a.add_(Y.to(neuron), alpha=2).mul_(0.5)
+    torch.testing.assert_close(a.cpu(), (X + 2 * Y) * 0.5)
+    out = torch.empty(0, device=neuron)
+    torch.mul(X.to(neuron), Y.to(neuron), out=out)
+    torch.testing.assert_close(out.cpu(), X * Y)
+
+
+def test_device_errors_surface_at_sync_with_op_name(neuron):
+    logits = torch.randn(4, 3, device=neuron)
+    bad_target = torch.tensor([0, 1, 7, 2], device=neuron)
+    with pytest.raises(RuntimeError, match="out of bounds"):
+        F.nll_loss(logits, bad_target).item()
+    assert torch.ones(2, device=neuron).sum().item() == 2.0  # the stream recovers

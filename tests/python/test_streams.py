@@ -1,0 +1,59 @@
+"""Streams and events on neuron, through torch.neuron and torch.Stream/torch.Event."""
+
+import torch
+
+
+def test_default_and_current_stream(neuron):
+    s = torch.neuron.current_stream()
+    assert s.device.type == "neuron" and s.stream_id == 0
+    assert torch.neuron.default_stream() == s
+
+
+def test_work_on_a_side_stream_is_ordered_by_events(neuron):
+    s = torch.neuron.Stream()
+    assert s.stream_id != 0
+    x = torch.randn(256, 256, device=neuron)
+    done = torch.neuron.Event()
+    ready = torch.neuron.Event()
+    ready.record()
+    with torch.neuron.stream(s):
+        s.wait_event(ready)
+        assert torch.neuron.current_stream() == s
+        y = x @ x
+        done.record(s)
+    torch.neuron.current_stream().wait_event(done)
+    torch.testing.assert_close(y.cpu(), x.cpu() @ x.cpu(), rtol=1e-4, atol=1e-4)
+    assert torch.neuron.current_stream().stream_id == 0
+    done.synchronize()
+    assert done.query() and s.query()
+
+
+def test_event_timing(neuron):
+    start = torch.Event(device="neuron", enable_timing=True)
+    end = torch.Event(device="neuron", enable_timing=True)
+    start.record()
+    x = torch.randn(512, 512, device=neuron)
+    for _ in range(3):
+        x = x @ x / 512
+    end.record()
+    end.synchronize()
+    assert start.elapsed_time(end) >= 0.0
+
+
+def test_synchronize_waits_for_results(neuron):
+    x = torch.ones(1000, device=neuron)
+    for _ in range(50):
+        x = x + 1
+    torch.neuron.synchronize()
+    assert torch.neuron.current_stream().query()
+    assert x.sum().item() == 51000.0
+
+
+def test_accelerator_stream_functions(neuron):
+    s = torch.Stream(device="neuron")
+    prev = torch.accelerator.current_stream()
+    torch.accelerator.set_stream(s)
+    try:
+        assert torch.accelerator.current_stream() == s
+    finally:
+        torch.accelerator.set_stream(prev)

@@ -16,6 +16,11 @@
 #include "openneuron/kernels/kernels.h"
 #include "openneuron/kernels/params.h"
 
+// The per-element helpers and op functors must inline into the row loops for
+// them to vectorise; GCC's unit-growth limits would otherwise stop inlining in
+// the large kernel translation units.
+#define ON_INLINE __attribute__((always_inline)) inline
+
 namespace openneuron::kernels::detail {
 
 // ------------------------------------------------------------ storage types
@@ -41,7 +46,7 @@ template <class T>
 inline constexpr bool is_int_v = std::is_integral_v<T> && !std::is_same_v<T, bool>;
 
 template <class T>
-inline compute_t<T> load(const T* p) {
+ON_INLINE compute_t<T> load(const T* p) {
   if constexpr (std::is_same_v<T, bf16>) return bf16_to_f32(p->x);
   else if constexpr (std::is_same_v<T, f16>) return f16_to_f32(p->x);
   else if constexpr (std::is_same_v<T, f8e4m3>) return f8e4m3_to_f32(p->x);
@@ -55,7 +60,7 @@ inline compute_t<T> load(const T* p) {
 }
 
 template <class T>
-inline void store(T* p, compute_t<T> v) {
+ON_INLINE void store(T* p, compute_t<T> v) {
   if constexpr (std::is_same_v<T, bf16>) p->x = f32_to_bf16(v);
   else if constexpr (std::is_same_v<T, f16>) p->x = f32_to_f16(v);
   else if constexpr (std::is_same_v<T, f8e4m3>) p->x = f32_to_f8e4m3(v);
@@ -66,7 +71,7 @@ inline void store(T* p, compute_t<T> v) {
 // Value conversion between compute types (and double, for scalars) with
 // c10::convert's semantics: to bool is != 0, float to uint8 goes through int64.
 template <class To, class From>
-inline To cvt(From v) {
+ON_INLINE To cvt(From v) {
   if constexpr (std::is_same_v<To, From>) return v;
   else if constexpr (std::is_same_v<To, bool>) return v != From(0);
   else if constexpr (std::is_integral_v<To> && std::is_floating_point_v<From>) {
@@ -79,7 +84,7 @@ inline To cvt(From v) {
 
 // Stores a compute value of any type into storage type T.
 template <class T, class V>
-inline void store_cvt(T* p, V v) { store(p, cvt<compute_t<T>>(v)); }
+ON_INLINE void store_cvt(T* p, V v) { store(p, cvt<compute_t<T>>(v)); }
 
 // ------------------------------------------------------------ dispatch
 
@@ -217,6 +222,52 @@ inline void walk(const LoopPlan& p, char* const* base, Row&& row) {
   parallel_for(p.numel, kGrain, body);
 }
 
+// Tiled variant for layouts where an input is contiguous along plan dim 1
+// while the output is along dim 0 (transposes): rows of kTile0 elements over
+// bands of kTile1 rows, so each input cache line is reused from L1.
+inline constexpr int64_t kTile0 = 64, kTile1 = 16;
+
+template <int N>
+inline bool wants_tiles(const LoopPlan& p) {
+  if (p.ndim < 2 || p.sizes[0] < kTile0 / 4 || p.sizes[1] < 4) return false;
+  for (int k = 1; k < N; ++k) {
+    const int64_t a = p.strides[k][0] < 0 ? -p.strides[k][0] : p.strides[k][0];
+    const int64_t b = p.strides[k][1] < 0 ? -p.strides[k][1] : p.strides[k][1];
+    if (b != 0 && a > b) return true;
+  }
+  return false;
+}
+
+template <int N, class Row>
+inline void walk_tiled(const LoopPlan& p, char* const* base, Row& row) {
+  const int64_t s0 = p.sizes[0], s1 = p.sizes[1];
+  const int64_t bands = (s1 + kTile1 - 1) / kTile1;
+  const int64_t outer = p.numel / (s0 * s1);
+  auto body = [&](int64_t tb, int64_t te) {
+    char* ptr[N];
+    for (int64_t t = tb; t < te; ++t) {
+      const int64_t band = t % bands;
+      int64_t rem = t / bands;
+      char* ob[N];
+      for (int k = 0; k < N; ++k) ob[k] = base[k];
+      for (int d = 2; d < p.ndim; ++d) {
+        const int64_t x = rem % p.sizes[d];
+        rem /= p.sizes[d];
+        for (int k = 0; k < N; ++k) ob[k] += x * p.strides[k][d];
+      }
+      const int64_t j_end = std::min(s1, (band + 1) * kTile1);
+      for (int64_t i0 = 0; i0 < s0; i0 += kTile0) {
+        const int64_t n = std::min(kTile0, s0 - i0);
+        for (int64_t j = band * kTile1; j < j_end; ++j) {
+          for (int k = 0; k < N; ++k) ptr[k] = ob[k] + i0 * p.strides[k][0] + j * p.strides[k][1];
+          row(ptr, n);
+        }
+      }
+    }
+  };
+  parallel_for(outer * bands, std::max<int64_t>(1, kGrain / (s0 * kTile1)), body);
+}
+
 // ------------------------------------------------------------ elementwise engine
 
 // Row loops over one output type, input storage types In..., and a functor on
@@ -226,7 +277,7 @@ template <class T>
 using cval_t = compute_t<T>;
 
 template <unsigned M, size_t I, class T>
-inline cval_t<T> pick_c(const T* p, int64_t j, cval_t<T> b) {
+ON_INLINE cval_t<T> pick_c(const T* p, int64_t j, cval_t<T> b) {
   if constexpr ((M >> I) & 1u) return b;
   else return load(p + j);
 }
@@ -325,7 +376,8 @@ struct Elementwise {
       refresh(bv, ptr, tensor_bcast, Seq{});
       row_strided<OutT, F, In...>(ptr, s, n, f, bv, mask, Seq{});
     };
-    walk<N>(plan, base, row);
+    if (wants_tiles<N>(plan)) walk_tiled<N>(plan, base, row);
+    else walk<N>(plan, base, row);
   }
 };
 
@@ -346,24 +398,24 @@ inline C coef(const ScalarArg& s, const onrt_arg* args) {
 // Wrapping integer arithmetic (PyTorch wraps; signed overflow must not be UB).
 template <class C>
 using wide_unsigned_t = std::conditional_t<(sizeof(C) <= 4), uint32_t, uint64_t>;
-template <class C> inline C add_w(C a, C b) {
+template <class C> ON_INLINE C add_w(C a, C b) {
   if constexpr (std::is_same_v<C, bool>) return a || b;
   else if constexpr (std::is_integral_v<C>)
     return static_cast<C>(static_cast<wide_unsigned_t<C>>(a) + static_cast<wide_unsigned_t<C>>(b));
   else return a + b;
 }
-template <class C> inline C sub_w(C a, C b) {
+template <class C> ON_INLINE C sub_w(C a, C b) {
   if constexpr (std::is_same_v<C, bool>) return a != b;
   else if constexpr (std::is_integral_v<C>)
     return static_cast<C>(static_cast<wide_unsigned_t<C>>(a) - static_cast<wide_unsigned_t<C>>(b));
   else return a - b;
 }
-template <class C> inline C mul_w(C a, C b) {
+template <class C> ON_INLINE C mul_w(C a, C b) {
   if constexpr (std::is_same_v<C, bool>) return a && b;
   else if constexpr (std::is_integral_v<C>)
     return static_cast<C>(static_cast<wide_unsigned_t<C>>(a) * static_cast<wide_unsigned_t<C>>(b));
   else return a * b;
 }
-template <class C> inline C neg_w(C a) { return sub_w<C>(C{}, a); }
+template <class C> ON_INLINE C neg_w(C a) { return sub_w<C>(C{}, a); }
 
 }  // namespace openneuron::kernels::detail

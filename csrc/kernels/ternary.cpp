@@ -10,19 +10,19 @@ namespace {
 
 template <class C> struct WhereF {
   C value;
-  C operator()(bool c, C a, C b) const { return c ? a : b; }
+  ON_INLINE C operator()(bool c, C a, C b) const { return c ? a : b; }
 };
 template <class C> struct AddcmulF {
   C value;
-  C operator()(C self, C t1, C t2) const { return add_w(self, mul_w(mul_w(value, t1), t2)); }
+  ON_INLINE C operator()(C self, C t1, C t2) const { return add_w(self, mul_w(mul_w(value, t1), t2)); }
 };
 template <class C> struct AddcdivF {
   C value;
-  C operator()(C self, C t1, C t2) const { return self + value * t1 / t2; }
+  ON_INLINE C operator()(C self, C t1, C t2) const { return self + value * t1 / t2; }
 };
 template <class C> struct LerpF {
   C value;
-  C operator()(C self, C end, C weight) const {
+  ON_INLINE C operator()(C self, C end, C weight) const {
     return std::abs(weight) < C(0.5) ? self + weight * (end - self)
                                      : end - (end - self) * (C(1) - weight);
   }
@@ -30,7 +30,7 @@ template <class C> struct LerpF {
 template <class C> struct ClampF {
   C value;
   // min first, then max (so min > max gives max), NaN anywhere propagates.
-  C operator()(C x, C lo, C hi) const {
+  ON_INLINE C operator()(C x, C lo, C hi) const {
     if constexpr (std::is_floating_point_v<C>) {
       C r = (x != x || lo != lo) ? std::numeric_limits<C>::quiet_NaN() : (x < lo ? lo : x);
       return (r != r || hi != hi) ? std::numeric_limits<C>::quiet_NaN() : (hi < r ? hi : r);

@@ -143,6 +143,8 @@ void run_chunks(int64_t n, int64_t chunks, RangeFn fn) {
 
 int num_threads() { return detail::pool_threads(); }
 
-void set_num_threads(int n) { detail::g_threads.store(n > 0 ? n : 1, std::memory_order_relaxed); }
+void set_num_threads(int n) {
+  detail::g_threads.store(n > 0 ? n : detail::default_threads(), std::memory_order_relaxed);
+}
 
 }  // namespace openneuron::kernels

@@ -2,78 +2,79 @@
 // paths of aten/src/ATen/native/cpu/UnaryOpsKernel.cpp and Activation.cpp) in
 // compute type: float for half types.
 #include "internal.h"
+#include "vmath.h"
 
 namespace openneuron::kernels {
 namespace detail {
 namespace {
 
-template <class C> struct NegF { C operator()(C a) const { return neg_w(a); } };
+template <class C> struct NegF { ON_INLINE C operator()(C a) const { return neg_w(a); } };
 template <class C> struct AbsF {
-  C operator()(C a) const {
+  ON_INLINE C operator()(C a) const {
     if constexpr (std::is_floating_point_v<C>) return std::fabs(a);
     else if constexpr (std::is_unsigned_v<C>) return a;
     else return a < 0 ? neg_w(a) : a;
   }
 };
-template <class C> struct ExpF { C operator()(C a) const { return std::exp(a); } };
-template <class C> struct LogF { C operator()(C a) const { return std::log(a); } };
-template <class C> struct SqrtF { C operator()(C a) const { return std::sqrt(a); } };
-template <class C> struct RsqrtF { C operator()(C a) const { return C(1) / std::sqrt(a); } };
-template <class C> struct ReciprocalF { C operator()(C a) const { return C(1) / a; } };
-template <class C> struct SinF { C operator()(C a) const { return std::sin(a); } };
-template <class C> struct CosF { C operator()(C a) const { return std::cos(a); } };
-template <class C> struct TanhF { C operator()(C a) const { return std::tanh(a); } };
-template <class C> struct ErfF { C operator()(C a) const { return std::erf(a); } };
+template <class C> struct ExpF { ON_INLINE C operator()(C a) const { return fexp(a); } };
+template <class C> struct LogF { ON_INLINE C operator()(C a) const { return std::log(a); } };
+template <class C> struct SqrtF { ON_INLINE C operator()(C a) const { return std::sqrt(a); } };
+template <class C> struct RsqrtF { ON_INLINE C operator()(C a) const { return C(1) / std::sqrt(a); } };
+template <class C> struct ReciprocalF { ON_INLINE C operator()(C a) const { return C(1) / a; } };
+template <class C> struct SinF { ON_INLINE C operator()(C a) const { return std::sin(a); } };
+template <class C> struct CosF { ON_INLINE C operator()(C a) const { return std::cos(a); } };
+template <class C> struct TanhF { ON_INLINE C operator()(C a) const { return ftanh(a); } };
+template <class C> struct ErfF { ON_INLINE C operator()(C a) const { return ferf(a); } };
 template <class C> struct SigmoidF {
-  C operator()(C a) const { return C(1) / (C(1) + std::exp(-a)); }
+  ON_INLINE C operator()(C a) const { return C(1) / (C(1) + fexp(-a)); }
 };
 template <class C> struct SiluF {
-  C operator()(C a) const { return a / (C(1) + std::exp(-a)); }
+  ON_INLINE C operator()(C a) const { return a / (C(1) + fexp(-a)); }
 };
 template <class C> struct ReluF {
   // NaN stays NaN, like clamp_min(0).
-  C operator()(C a) const { return a < C(0) ? C(0) : a; }
+  ON_INLINE C operator()(C a) const { return a < C(0) ? C(0) : a; }
 };
 template <class C> struct FloorF {
-  C operator()(C a) const {
+  ON_INLINE C operator()(C a) const {
     if constexpr (std::is_floating_point_v<C>) return std::floor(a);
     else return a;
   }
 };
 template <class C> struct CeilF {
-  C operator()(C a) const {
+  ON_INLINE C operator()(C a) const {
     if constexpr (std::is_floating_point_v<C>) return std::ceil(a);
     else return a;
   }
 };
 template <class C> struct RoundF {
-  C operator()(C a) const {
+  ON_INLINE C operator()(C a) const {
     if constexpr (std::is_floating_point_v<C>) return std::nearbyint(a);  // half to even
     else return a;
   }
 };
 template <class C> struct SignF {
-  C operator()(C a) const {
+  ON_INLINE C operator()(C a) const {
     if constexpr (std::is_same_v<C, bool>) return a;
     else return static_cast<C>((C(0) < a) - (a < C(0)));
   }
 };
 template <class C> struct LogicalNotF {
-  bool operator()(C a) const { return !(a != C(0)); }
+  ON_INLINE bool operator()(C a) const { return !(a != C(0)); }
 };
 template <class C> struct GeluErfF {
-  C operator()(C x) const {
+  ON_INLINE C operator()(C x) const {
     const C kAlpha = C(M_SQRT1_2);
-    return x * C(0.5) * (C(1) + std::erf(x * kAlpha));
+    return x * C(0.5) * (C(1) + ferf(x * kAlpha));
   }
 };
 template <class C> struct GeluTanhF {
-  C operator()(C x) const {
+  ON_INLINE C operator()(C x) const {
     const C kBeta = C(M_SQRT2 * M_2_SQRTPI * 0.5);
     const C kKappa = C(0.044715);
     const C x_cube = x * x * x;
     const C inner = kBeta * (x + kKappa * x_cube);
-    return C(0.5) * x * (C(1) + std::tanh(inner));
+    return C(0.5) * x * (C(1) + ftanh(inner));
   }
 };
 

@@ -130,9 +130,8 @@ void CachingAllocator::free_set_remove(Block* b) {
   }
 }
 
-CachingAllocator::Block* CachingAllocator::find_free_block(int pool, Stream* stream,
-                                                           size_t size) {
-  Block key{nullptr, size, 0, stream, pool};
+CachingAllocator::Block* CachingAllocator::find_free_block(int pool, Stream* stream, size_t size) {
+  Block key(nullptr, size, stream, pool);
   auto& set = free_blocks_[pool];
   auto it = set.lower_bound(&key);
   if (it == set.end() || (*it)->stream != stream) return nullptr;
@@ -144,7 +143,7 @@ bool CachingAllocator::new_segment(int pool, size_t size, Stream* stream, Block*
   void* base = mmap(nullptr, size, PROT_READ | PROT_WRITE,
                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (base == MAP_FAILED) return false;
-  auto* b = new Block{static_cast<char*>(base), size, 0, stream, pool};
+  auto* b = new Block(static_cast<char*>(base), size, stream, pool);
   segments_[reinterpret_cast<uintptr_t>(base)] = b;
   register_segment(base, size, this);
   update(stats_.segment, pool, 1);
@@ -158,10 +157,10 @@ bool CachingAllocator::new_segment(int pool, size_t size, Stream* stream, Block*
 void CachingAllocator::take_block(Block* b, size_t size, size_t requested) {
   free_set_remove(b);
   const size_t remaining = b->size - size;
-  const bool split = b->pool == ONRT_POOL_SMALL ? remaining >= kMinBlockSize
-                                                : remaining > kSmallSize;
+  const bool split =
+      b->pool == ONRT_POOL_SMALL ? remaining >= kMinBlockSize : remaining > kSmallSize;
   if (split) {
-    auto* rest = new Block{b->ptr + size, remaining, 0, b->stream, b->pool};
+    auto* rest = new Block(b->ptr + size, remaining, b->stream, b->pool);
     rest->prev = b;
     rest->next = b->next;
     if (b->next != nullptr) b->next->prev = rest;
@@ -244,8 +243,7 @@ onrt_status CachingAllocator::malloc(size_t bytes, Stream* stream, void** out) {
   if (b == nullptr && bytes <= kMaxRequest) {
     size_t seg = segment_size(bytes, size);
     auto fits = [&](size_t s) {
-      return static_cast<uint64_t>(stats_.reserved_bytes[ONRT_POOL_ALL].current) + s <=
-             capacity_;
+      return static_cast<uint64_t>(stats_.reserved_bytes[ONRT_POOL_ALL].current) + s <= capacity_;
     };
     if (!fits(seg)) {
       const int64_t before = stats_.num_device_free;

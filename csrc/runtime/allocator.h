@@ -19,12 +19,12 @@ class Stream;
 
 class CachingAllocator {
  public:
-  static constexpr size_t kMinBlockSize = 512;          // every size is a multiple of this
-  static constexpr size_t kSmallSize = 1 << 20;         // requests below go to the small pool
-  static constexpr size_t kSmallSegment = 2 << 20;      // small-pool segment size
-  static constexpr size_t kMidSize = 10 << 20;          // up to here, large requests share...
-  static constexpr size_t kLargeSegment = 20 << 20;     // ...segments of this size
-  static constexpr size_t kRoundLarge = 2 << 20;        // other large segments round to this
+  static constexpr size_t kMinBlockSize = 512;       // every size is a multiple of this
+  static constexpr size_t kSmallSize = 1 << 20;      // requests below go to the small pool
+  static constexpr size_t kSmallSegment = 2 << 20;   // small-pool segment size
+  static constexpr size_t kMidSize = 10 << 20;       // up to here, large requests share...
+  static constexpr size_t kLargeSegment = 20 << 20;  // ...segments of this size
+  static constexpr size_t kRoundLarge = 2 << 20;     // other large segments round to this
   static constexpr size_t kPowerOfTwoClassesUpTo = 16 << 20;
 
   // `device` only names the core in messages; `capacity` limits reserved bytes.
@@ -60,6 +60,7 @@ class CachingAllocator {
  private:
   enum class State : uint8_t { kAllocated, kPendingFree, kFree };
   struct Block {
+    Block(char* p, size_t s, Stream* st, int pl) : ptr(p), size(s), stream(st), pool(pl) {}
     char* ptr;
     size_t size;
     size_t requested = 0;

@@ -60,7 +60,7 @@ bool truthy(const char* v) {
 bool parse_bytes(const std::string& s, uint64_t* out) {
   size_t i = 0;
   while (i < s.size() && s[i] >= '0' && s[i] <= '9') ++i;
-  uint64_t v;
+  uint64_t v = 0;
   if (!parse_uint(s.substr(0, i), &v)) return false;
   std::string suffix = s.substr(i);
   for (char& c : suffix) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
@@ -115,8 +115,7 @@ onrt_status parse_visible(const std::string& raw, int num_cores, std::vector<int
       if (lo > hi) return invalid("range '" + item + "' is reversed");
     }
     if (hi >= static_cast<uint64_t>(num_cores)) {
-      return invalid(strprintf("core %llu is out of range",
-                               static_cast<unsigned long long>(hi)));
+      return invalid(strprintf("core %llu is out of range", static_cast<unsigned long long>(hi)));
     }
     for (uint64_t c = lo; c <= hi; ++c) {
       if (std::find(cores.begin(), cores.end(), static_cast<int>(c)) != cores.end()) {
@@ -154,7 +153,7 @@ onrt_status parse_config(const EnvLookup& env, uint64_t host_memory_bytes, Confi
 
   cfg.num_physical_cores = 2;
   if (const char* n = env("OPENNEURON_NUM_CORES"); n != nullptr && !trim(n).empty()) {
-    uint64_t v;
+    uint64_t v = 0;
     if (!parse_uint(trim(n), &v) || v < 1 || v > static_cast<uint64_t>(kMaxCores)) {
       *error = strprintf("OPENNEURON_NUM_CORES='%s' is invalid: expected an integer in 1..%d", n,
                          kMaxCores);
@@ -171,11 +170,13 @@ onrt_status parse_config(const EnvLookup& env, uint64_t host_memory_bytes, Confi
   }
 
   cfg.hbm_bytes_per_core = cfg.platform->hbm_bytes_per_core;
-  if (host_memory_bytes > 0) cfg.hbm_bytes_per_core = std::min(cfg.hbm_bytes_per_core, host_memory_bytes);
+  if (host_memory_bytes > 0) {
+    cfg.hbm_bytes_per_core = std::min(cfg.hbm_bytes_per_core, host_memory_bytes);
+  }
   // An explicit override is taken as-is: segments are mapped lazily, so a
   // capacity beyond host memory is still useful for testing limits.
   if (const char* h = env("OPENNEURON_HBM_BYTES"); h != nullptr && !trim(h).empty()) {
-    uint64_t v;
+    uint64_t v = 0;
     if (!parse_bytes(trim(h), &v) || v == 0) {
       *error = strprintf(
           "OPENNEURON_HBM_BYTES='%s' is invalid: expected a positive byte count such as "
@@ -186,8 +187,8 @@ onrt_status parse_config(const EnvLookup& env, uint64_t host_memory_bytes, Confi
     cfg.hbm_bytes_per_core = v;
   }
 
-  cfg.launch_blocking = truthy(env("NEURON_LAUNCH_BLOCKING")) ||
-                        truthy(env("OPENNEURON_LAUNCH_BLOCKING"));
+  cfg.launch_blocking =
+      truthy(env("NEURON_LAUNCH_BLOCKING")) || truthy(env("OPENNEURON_LAUNCH_BLOCKING"));
   *out = std::move(cfg);
   return ONRT_OK;
 }

@@ -54,8 +54,7 @@ onrt_status onrt_memcpy_async(void* dst, const void* src, size_t bytes, onrt_cop
                               onrt_stream_t stream) {
   Stream* s;
   WorkItem item;
-  ONRT_RETURN_IF_ERROR(
-      prepare_copy(dst, src, bytes, kind, stream, "onrt_memcpy_async", &s, &item));
+  ONRT_RETURN_IF_ERROR(prepare_copy(dst, src, bytes, kind, stream, "onrt_memcpy_async", &s, &item));
   if (bytes == 0) return ONRT_OK;
   bump(counters().copies);
   return s->submit(std::move(item), launch_blocking());

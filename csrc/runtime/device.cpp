@@ -8,7 +8,8 @@ using namespace openneuron::runtime;
 extern "C" {
 
 onrt_status onrt_device_count(int* count) {
-  if (count == nullptr) return fail(ONRT_ERROR_INVALID_ARGUMENT, "onrt_device_count: count is NULL");
+  if (count == nullptr)
+    return fail(ONRT_ERROR_INVALID_ARGUMENT, "onrt_device_count: count is NULL");
   // Also answers in a forked child: it only reads what the parent built.
   if (g_init_state.load(std::memory_order_acquire) != InitState::kUninitialized) {
     *count = static_cast<int>(runtime().devices.size());

@@ -13,9 +13,12 @@ namespace {
 
 const char* copy_kind_name(onrt_copy_kind kind) {
   switch (kind) {
-    case ONRT_COPY_HOST_TO_DEVICE: return "host-to-device";
-    case ONRT_COPY_DEVICE_TO_HOST: return "device-to-host";
-    case ONRT_COPY_DEVICE_TO_DEVICE: return "device-to-device";
+    case ONRT_COPY_HOST_TO_DEVICE:
+      return "host-to-device";
+    case ONRT_COPY_DEVICE_TO_HOST:
+      return "device-to-host";
+    case ONRT_COPY_DEVICE_TO_DEVICE:
+      return "device-to-device";
   }
   return "unknown";
 }

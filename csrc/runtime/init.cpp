@@ -77,8 +77,7 @@ onrt_status get_device(int index, Device** out) {
     }
     if (n == 1) {
       return failf(ONRT_ERROR_INVALID_DEVICE,
-                   "neuron device index %d is out of range: 1 core is available (neuron:0)",
-                   index);
+                   "neuron device index %d is out of range: 1 core is available (neuron:0)", index);
     }
     return failf(ONRT_ERROR_INVALID_DEVICE,
                  "neuron device index %d is out of range: %d cores are available "

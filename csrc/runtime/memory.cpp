@@ -80,7 +80,8 @@ onrt_status onrt_empty_cache(int device) {
 }
 
 onrt_status onrt_memory_get_stats(int device, onrt_memory_stats* out) {
-  if (out == nullptr) return fail(ONRT_ERROR_INVALID_ARGUMENT, "onrt_memory_get_stats: out is NULL");
+  if (out == nullptr)
+    return fail(ONRT_ERROR_INVALID_ARGUMENT, "onrt_memory_get_stats: out is NULL");
   CachingAllocator* a;
   ONRT_RETURN_IF_ERROR(allocator_of(device, &a));
   *out = a->stats();

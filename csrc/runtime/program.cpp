@@ -14,8 +14,7 @@ void AlignedDelete::operator()(void* p) const {
 }
 
 onrt_status Program::add_instruction(const char* name, onrt_kernel_fn fn, const void* params,
-                                     size_t params_size, const int32_t* slots,
-                                     int32_t num_slots) {
+                                     size_t params_size, const int32_t* slots, int32_t num_slots) {
   const char* iname = name ? name : "";
   if (launched_.load(std::memory_order_relaxed)) {
     return failf(ONRT_ERROR_INVALID_ARGUMENT,
@@ -33,8 +32,8 @@ onrt_status Program::add_instruction(const char* name, onrt_kernel_fn fn, const 
   }
   if (params_size > 0 && params == nullptr) {
     return failf(ONRT_ERROR_INVALID_ARGUMENT,
-                 "program '%s': instruction '%s' has params_size %zu but no params",
-                 name_.c_str(), iname, params_size);
+                 "program '%s': instruction '%s' has params_size %zu but no params", name_.c_str(),
+                 iname, params_size);
   }
   Instruction ins;
   ins.name = iname;
@@ -133,12 +132,10 @@ onrt_status onrt_program_release(onrt_program_t program) {
 }
 
 onrt_status onrt_program_add_instruction(onrt_program_t program, const char* name,
-                                         onrt_kernel_fn fn, const void* params,
-                                         size_t params_size, const int32_t* arg_slots,
-                                         int32_t num_slots) {
+                                         onrt_kernel_fn fn, const void* params, size_t params_size,
+                                         const int32_t* arg_slots, int32_t num_slots) {
   ONRT_RETURN_IF_ERROR(check_program(program, "onrt_program_add_instruction"));
-  return to_program(program)->add_instruction(name, fn, params, params_size, arg_slots,
-                                              num_slots);
+  return to_program(program)->add_instruction(name, fn, params, params_size, arg_slots, num_slots);
 }
 
 int32_t onrt_program_num_instructions(onrt_program_t program) {

@@ -23,8 +23,8 @@ std::string strprintf(const char* fmt, ...) __attribute__((format(printf, 1, 2))
 
 }  // namespace openneuron::runtime
 
-#define ONRT_RETURN_IF_ERROR(expr)               \
-  do {                                           \
-    onrt_status onrt_status_ = (expr);           \
+#define ONRT_RETURN_IF_ERROR(expr)                    \
+  do {                                                \
+    onrt_status onrt_status_ = (expr);                \
     if (onrt_status_ != ONRT_OK) return onrt_status_; \
   } while (0)

@@ -96,9 +96,17 @@ onrt_status Stream::submit(WorkItem&& item, bool blocking) {
   }
   std::unique_lock<std::mutex> lock(mu_);
   if (!queue_.empty() || busy_) {
+    // Drain, then run here: one hand-off fewer than queueing the item, and a
+    // device-to-host copy lands in the caller's cache. Only if other threads
+    // keep the stream busy does the item go through the queue.
     lock.unlock();
-    push(std::move(item));
-    return synchronize();
+    wait_until(enqueued());
+    lock.lock();
+    if (!queue_.empty() || busy_) {
+      lock.unlock();
+      push(std::move(item));
+      return synchronize();
+    }
   }
   // Idle: run here. Claiming busy_ and a sequence number keeps stream order
   // and event semantics exactly as if the worker had run it.

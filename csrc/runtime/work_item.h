@@ -53,7 +53,7 @@ struct WorkItem {
     TimestampWork timestamp;
     WaitWork wait;
   };
-  onrt_arg inline_args[kInlineArgs];
+  onrt_arg inline_args[kInlineArgs] = {};
   std::unique_ptr<onrt_arg[]> heap_args;
   std::string name;  // host functions only
 

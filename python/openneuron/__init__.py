@@ -32,7 +32,7 @@ def _load() -> None:
     import torch
 
     current = torch._C._get_privateuse1_backend_name()
-    if current not in ("privateuse1", "neuron"):
+    if current not in ("privateuseone", "neuron"):
         raise RuntimeError(
             f"another PrivateUse1 backend ('{current}') is already registered in this process; "
             "PyTorch allows one, so the 'neuron' device is not available"
@@ -54,8 +54,12 @@ def _load() -> None:
 
 
 def _autoload() -> None:
-    """Entry point called by `import torch`. Never breaks `import torch`."""
-    _try_load()
+    """Entry point called by `import torch`. Never breaks `import torch`.
+
+    Importing this package already tried to load; a failure was reported then.
+    """
+    if not _loaded and _load_error is None:
+        _try_load()
 
 
 def _try_load() -> None:

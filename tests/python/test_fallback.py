@@ -22,7 +22,8 @@ def test_fallback_is_correct_warned_once_and_counted(neuron, monkeypatch):
     msgs = [str(m.message) for m in w if "aten::cumsum" in str(m.message)]
     assert len(msgs) == 1
     assert "has no native neuron kernel; running it on the CPU" in msgs[0]
-    assert openneuron.fallback_stats()["aten::cumsum"] == 2
+    counted = {k: v for k, v in openneuron.fallback_stats().items() if k.startswith("aten::cumsum")}
+    assert sum(counted.values()) == 2, counted
 
 
 def test_fallback_keeps_in_place_and_out_semantics(neuron, monkeypatch):

@@ -1,5 +1,7 @@
 // The caching allocator, constructed directly with small capacities. Streams
 // come from the public API (device 0) since blocks are tagged with them.
+#include "../../../csrc/runtime/allocator.h"
+
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -7,7 +9,6 @@
 #include <string>
 #include <thread>
 
-#include "../../../csrc/runtime/allocator.h"
 #include "../../../csrc/runtime/stream.h"
 #include "openneuron/runtime.h"
 

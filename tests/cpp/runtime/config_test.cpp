@@ -1,11 +1,11 @@
 // Environment parsing, tested through the internal parser so each case gets a
 // fresh environment (onrt_init itself runs once per process).
+#include "../../../csrc/runtime/config.h"
+
 #include <gtest/gtest.h>
 
 #include <map>
 #include <string>
-
-#include "../../../csrc/runtime/config.h"
 
 namespace openneuron::runtime {
 namespace {
@@ -141,7 +141,7 @@ TEST(ConfigTest, LaunchBlockingAcceptsBothNames) {
     Env env{{{name, "1"}}};
     ASSERT_EQ(parse(env, &cfg, &err), ONRT_OK);
     EXPECT_TRUE(cfg.launch_blocking) << name;
-    env.vars[name] = "0";
+    env.vars.insert_or_assign(name, std::string("0"));
     ASSERT_EQ(parse(env, &cfg, &err), ONRT_OK);
     EXPECT_FALSE(cfg.launch_blocking) << name;
   }

@@ -1,9 +1,10 @@
+#include "../../../csrc/runtime/status.h"
+
 #include <gtest/gtest.h>
 
 #include <string>
 #include <thread>
 
-#include "../../../csrc/runtime/status.h"
 #include "openneuron/runtime.h"
 
 namespace openneuron::runtime {

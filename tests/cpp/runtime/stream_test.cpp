@@ -183,8 +183,8 @@ TEST_F(StreamTest, FailureSkipsLaterWorkAndSurfacesOnceAtSynchronize) {
   ASSERT_EQ(onrt_launch_host_fn(stream_, "gate", &Gate::wait, &gate), ONRT_OK);
   append(log, 1);
   ASSERT_EQ(onrt_program_launch(stream_, fail_, nullptr, 0), ONRT_OK);  // async: no error yet
-  append(log, 2);  // skipped
-  append(log, 3);  // skipped
+  append(log, 2);                                                       // skipped
+  append(log, 3);                                                       // skipped
   gate.open = true;
   EXPECT_EQ(onrt_stream_synchronize(stream_), ONRT_ERROR_EXECUTION_FAILED);
   EXPECT_STREQ(onrt_last_error(), "bad_prog/explode: boom");
@@ -212,10 +212,8 @@ TEST_F(StreamTest, QuerySurfacesErrorWhenIdle) {
 }
 
 TEST_F(StreamTest, KernelWithoutMessageStillNamesTheOperation) {
-  onrt_program_t p =
-      make_program("quiet", "silent_fail", [](const void*, const onrt_arg*, char*, size_t) {
-        return 3;
-      }, {});
+  onrt_program_t p = make_program(
+      "quiet", "silent_fail", [](const void*, const onrt_arg*, char*, size_t) { return 3; }, {});
   ASSERT_EQ(onrt_program_launch(stream_, p, nullptr, 0), ONRT_OK);
   onrt_program_release(p);
   EXPECT_EQ(onrt_stream_synchronize(stream_), ONRT_ERROR_EXECUTION_FAILED);
@@ -244,16 +242,14 @@ TEST_F(StreamTest, ConcurrentLaunchersOnSeparateStreams) {
       void* p = nullptr;
       ASSERT_EQ(onrt_malloc(t % 2, (kN + 1) * 8, s, &p), ONRT_OK);
       std::vector<int64_t> host(kN + 1, 0);
-      ASSERT_EQ(onrt_memcpy(p, host.data(), host.size() * 8, ONRT_COPY_HOST_TO_DEVICE, s),
-                ONRT_OK);
+      ASSERT_EQ(onrt_memcpy(p, host.data(), host.size() * 8, ONRT_COPY_HOST_TO_DEVICE, s), ONRT_OK);
       for (int i = 0; i < kN; ++i) {
         onrt_arg args[2];
         args[0].ptr = p;
         args[1].i = i * 10 + t;
         ASSERT_EQ(onrt_program_launch(s, append_, args, 2), ONRT_OK);
       }
-      ASSERT_EQ(onrt_memcpy(host.data(), p, host.size() * 8, ONRT_COPY_DEVICE_TO_HOST, s),
-                ONRT_OK);
+      ASSERT_EQ(onrt_memcpy(host.data(), p, host.size() * 8, ONRT_COPY_DEVICE_TO_HOST, s), ONRT_OK);
       results[t] = host;
       ASSERT_EQ(onrt_free(p), ONRT_OK);
       ASSERT_EQ(onrt_stream_destroy(s), ONRT_OK);

@@ -5,6 +5,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "openneuron/compiler/graph.h"
 #include "openneuron/runtime.h"
@@ -18,15 +19,33 @@ class CompileError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// One engine instruction, as handed to onrt_program_add_instruction.
+struct Instruction {
+  std::string name;
+  onrt_kernel_fn fn = nullptr;
+  std::vector<uint64_t> params;  // the params blob (8-byte aligned storage)
+  size_t params_size = 0;        // bytes
+  std::vector<int32_t> arg_slots;
+};
+
 // An executable program plus what launching it needs. Immutable; shared.
 struct Program {
   onrt_program_t handle = nullptr;
   int32_t num_args = 0;       // inputs + outputs (+1 if scratch_bytes > 0)
   uint64_t scratch_bytes = 0; // device scratch the caller allocates and passes last
   std::string name;
+  // Host-side copy of the instructions in `handle` (debugging, host execution).
+  std::vector<Instruction> instructions;
 
   ~Program();  // releases handle
 };
+
+// Runs the program's instructions synchronously on the calling thread, with
+// `args` laid out as for onrt_program_launch. For host memory only (tests,
+// debugging): it bypasses the runtime's streams. Returns false and sets
+// *error (naming the instruction) when an instruction fails.
+bool run_on_host(const Program& program, const onrt_arg* args, int32_t nargs,
+                 std::string* error);
 
 // Lowers a graph. Throws CompileError.
 std::shared_ptr<const Program> compile(const Graph& graph);
@@ -45,7 +64,7 @@ class ProgramCache {
   static ProgramCache& global();
   std::shared_ptr<const Program> get_or_compile(const Graph& graph);
   CacheStats stats() const;
-  void clear();
+  void clear();  // drops every program and resets the stats
 
  private:
   struct Impl;

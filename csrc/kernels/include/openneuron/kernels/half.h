@@ -86,7 +86,8 @@ inline float f8e4m3_to_f32(uint8_t x) {
 }
 
 inline uint8_t f32_to_f8e4m3(float f) {
-  // c10::detail::fp8e4m3fn_from_fp32_value
+  // c10::detail::fp8e4m3fn_from_fp32_value, with the saturating overflow of
+  // PyTorch's casts (e4m3fn has no infinity).
   const uint32_t fp8_max = 1087u << 20;
   const uint32_t denorm_mask = 141u << 23;
   uint32_t f_bits = f32_bits(f);
@@ -94,7 +95,7 @@ inline uint8_t f32_to_f8e4m3(float f) {
   const uint32_t sign = f_bits & 0x80000000u;
   f_bits ^= sign;
   if (f_bits >= fp8_max) {
-    result = 0x7F;
+    result = f_bits > (255u << 23) ? 0x7F : 0x7E;
   } else if (f_bits < (121u << 23)) {
     f_bits = f32_bits(f32_from_bits(f_bits) + f32_from_bits(denorm_mask));
     result = static_cast<uint8_t>(f_bits - denorm_mask);
@@ -103,6 +104,7 @@ inline uint8_t f32_to_f8e4m3(float f) {
     f_bits += (static_cast<uint32_t>(7 - 127) << 23) + 0x7FFFFu;
     f_bits += mant_odd;
     result = static_cast<uint8_t>(f_bits >> 20);
+    result = result == 0x7F ? 0x7E : result;  // (464, 480) rounds past 448: saturate
   }
   return static_cast<uint8_t>(result | (sign >> 24));
 }

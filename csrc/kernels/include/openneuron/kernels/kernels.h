@@ -36,6 +36,10 @@ onrt_kernel_fn reduce_kernel(ReduceOp op, DType out, DType in);
 
 // GemmParams: Float32, BFloat16, Float16 through oneDNN.
 onrt_kernel_fn gemm_kernel(DType dtype);
+// Whether oneDNN has a matmul for this dtype on this CPU; when it does not,
+// the compiler computes in Float32 (products of half types are exact there)
+// and rounds once.
+bool gemm_native(DType dtype);
 
 // SoftmaxParams. `out` may be Float32 for half inputs (half_to_float).
 onrt_kernel_fn softmax_kernel(SoftmaxOp op, DType out, DType in);
@@ -52,6 +56,6 @@ onrt_kernel_fn embedding_backward_kernel(DType out, DType grad, DType index);
 // Intra-op thread pool shared by all kernels. Defaults to
 // std::thread::hardware_concurrency(), or OPENNEURON_INTRAOP_THREADS.
 int num_threads();
-void set_num_threads(int n);  // takes effect for later parallel regions
+void set_num_threads(int n);  // for later parallel regions; n <= 0 restores the default
 
 }  // namespace openneuron::kernels

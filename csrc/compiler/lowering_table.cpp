@@ -1,0 +1,123 @@
+// The lowering table: one line per op, naming the emitter that turns a node of
+// that op into engine instructions. An op missing here fails to compile with
+// a CompileError naming it.
+#include <array>
+
+#include "lowering.h"
+
+namespace openneuron::compiler::detail {
+namespace {
+
+struct Entry {
+  Op op;
+  Emitter emit;
+};
+
+constexpr Entry kTable[] = {
+    // data movement and creation
+    {Op::Copy, lower_copy},
+    {Op::Fill, lower_fill},
+    {Op::Arange, lower_arange},
+    {Op::Uniform, lower_random},
+    {Op::Normal, lower_random},
+    {Op::Bernoulli, lower_random},
+    {Op::RandInt, lower_random},
+    // unary elementwise
+    {Op::Neg, lower_unary},
+    {Op::Abs, lower_unary},
+    {Op::Exp, lower_unary},
+    {Op::Log, lower_unary},
+    {Op::Sqrt, lower_unary},
+    {Op::Rsqrt, lower_unary},
+    {Op::Reciprocal, lower_unary},
+    {Op::Sin, lower_unary},
+    {Op::Cos, lower_unary},
+    {Op::Tanh, lower_unary},
+    {Op::Sigmoid, lower_unary},
+    {Op::Relu, lower_unary},
+    {Op::Silu, lower_unary},
+    {Op::Erf, lower_unary},
+    {Op::Floor, lower_unary},
+    {Op::Ceil, lower_unary},
+    {Op::Round, lower_unary},
+    {Op::Sign, lower_unary},
+    {Op::LogicalNot, lower_unary},
+    {Op::Gelu, lower_unary},
+    // binary elementwise
+    {Op::Add, lower_binary},
+    {Op::Sub, lower_binary},
+    {Op::Mul, lower_binary},
+    {Op::Div, lower_binary},
+    {Op::Maximum, lower_binary},
+    {Op::Minimum, lower_binary},
+    {Op::Pow, lower_binary},
+    {Op::Remainder, lower_binary},
+    {Op::FloorDivide, lower_binary},
+    {Op::DivTrunc, lower_binary},
+    {Op::Atan2, lower_binary},
+    {Op::Eq, lower_compare},
+    {Op::Ne, lower_compare},
+    {Op::Lt, lower_compare},
+    {Op::Le, lower_compare},
+    {Op::Gt, lower_compare},
+    {Op::Ge, lower_compare},
+    {Op::LogicalAnd, lower_compare},
+    {Op::LogicalOr, lower_compare},
+    {Op::BitwiseAnd, lower_bitwise},
+    {Op::BitwiseOr, lower_bitwise},
+    {Op::BitwiseXor, lower_bitwise},
+    // elementwise backward
+    {Op::ThresholdBackward, lower_backward_binary},
+    {Op::GeluBackward, lower_backward_binary},
+    {Op::SigmoidBackward, lower_backward_binary},
+    {Op::TanhBackward, lower_backward_binary},
+    {Op::SiluBackward, lower_backward_binary},
+    // ternary elementwise
+    {Op::Where, lower_where},
+    {Op::Addcmul, lower_pointwise3},
+    {Op::Addcdiv, lower_pointwise3},
+    {Op::Lerp, lower_pointwise3},
+    {Op::Clamp, lower_clamp},
+    // reductions
+    {Op::Sum, lower_reduce},
+    {Op::Mean, lower_reduce},
+    {Op::Prod, lower_reduce},
+    {Op::Amax, lower_reduce},
+    {Op::Amin, lower_reduce},
+    // matrix engine
+    {Op::Mm, lower_mm},
+    {Op::Addmm, lower_mm},
+    {Op::Bmm, lower_mm},
+    // normalisation and losses
+    {Op::Softmax, lower_softmax},
+    {Op::LogSoftmax, lower_softmax},
+    {Op::SoftmaxBackward, lower_softmax},
+    {Op::LogSoftmaxBackward, lower_softmax},
+    {Op::NllLoss, lower_nll_loss},
+    {Op::NllLossBackward, lower_nll_loss_backward},
+    {Op::IndexSelect, lower_index_select},
+    {Op::EmbeddingBackward, lower_embedding_backward},
+};
+
+constexpr size_t kNumOps = 0
+#define OPENNEURON_COUNT_OP(name) +1
+    OPENNEURON_FOR_EACH_OP(OPENNEURON_COUNT_OP)
+#undef OPENNEURON_COUNT_OP
+    ;
+
+// Indexed by Op for O(1) lookup on the eager path.
+constexpr std::array<Emitter, kNumOps> make_index() {
+  std::array<Emitter, kNumOps> a{};
+  for (const Entry& e : kTable) a[static_cast<size_t>(e.op)] = e.emit;
+  return a;
+}
+constexpr std::array<Emitter, kNumOps> kIndex = make_index();
+
+}  // namespace
+
+Emitter find_emitter(Op op) {
+  const size_t i = static_cast<size_t>(op);
+  return i < kIndex.size() ? kIndex[i] : nullptr;
+}
+
+}  // namespace openneuron::compiler::detail

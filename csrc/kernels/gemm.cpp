@@ -1,0 +1,256 @@
+// The tensor engine: GEMM through oneDNN's matmul primitive (never a
+// hand-written GEMM). Primitives are cached per thread, keyed by everything
+// that shapes them; oneDNN parallelises internally with OpenMP.
+#include <dnnl.h>
+
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "internal.h"
+
+namespace openneuron::kernels {
+namespace detail {
+namespace {
+
+dnnl_engine_t engine() {
+  static dnnl_engine_t e = [] {
+    dnnl_engine_t eng = nullptr;
+    if (dnnl_engine_create(&eng, dnnl_cpu, 0) != dnnl_success) eng = nullptr;
+    return eng;
+  }();
+  return e;
+}
+
+struct StreamHolder {
+  dnnl_stream_t s = nullptr;
+  ~StreamHolder() {
+    if (s) dnnl_stream_destroy(s);
+  }
+};
+
+dnnl_stream_t stream() {
+  thread_local StreamHolder h;
+  if (!h.s && engine()) dnnl_stream_create(&h.s, engine(), dnnl_stream_default_flags);
+  return h.s;
+}
+
+dnnl_data_type_t dnnl_type(DType d) {
+  switch (d) {
+    case DType::Float32: return dnnl_f32;
+    case DType::BFloat16: return dnnl_bf16;
+    case DType::Float16: return dnnl_f16;
+    default: return dnnl_data_type_undef;
+  }
+}
+
+struct Key {
+  DType dt;
+  float beta;
+  bool scaled;
+  int64_t dims[4];  // batch, m, n, k
+  int64_t st[9];
+  bool operator==(const Key& o) const { return std::memcmp(this, &o, sizeof(Key)) == 0; }
+};
+struct KeyHash {
+  size_t operator()(const Key& k) const {
+    const auto* p = reinterpret_cast<const unsigned char*>(&k);
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < sizeof(Key); ++i) h = (h ^ p[i]) * 1099511628211ull;
+    return h;
+  }
+};
+
+struct Prim {
+  dnnl_primitive_t prim = nullptr;
+  dnnl_memory_t src = nullptr, wei = nullptr, dst = nullptr, scale = nullptr, scratch = nullptr;
+  std::vector<uint64_t> scratch_buf;
+  float scale_value = 1.0f;
+  std::string error;
+  ~Prim() {
+    for (dnnl_memory_t m : {src, wei, dst, scale, scratch})
+      if (m) dnnl_memory_destroy(m);
+    if (prim) dnnl_primitive_destroy(prim);
+  }
+};
+
+std::string status_str(dnnl_status_t s) { return "oneDNN status " + std::to_string(static_cast<int>(s)); }
+
+// Builds the matmul primitive and its reusable memory objects.
+std::unique_ptr<Prim> build(const Key& k) {
+  auto p = std::make_unique<Prim>();
+  dnnl_engine_t eng = engine();
+  if (!eng) {
+    p->error = "oneDNN CPU engine unavailable";
+    return p;
+  }
+  const dnnl_data_type_t dt = dnnl_type(k.dt);
+  const int64_t B = k.dims[0], M = k.dims[1], N = k.dims[2], K = k.dims[3];
+  dnnl_memory_desc_t a_md, b_md, c_md;
+  const dnnl_dims_t a_dims = {B, M, K}, b_dims = {B, K, N}, c_dims = {B, M, N};
+  const dnnl_dims_t a_st = {k.st[0], k.st[1], k.st[2]}, b_st = {k.st[3], k.st[4], k.st[5]},
+                    c_st = {k.st[6], k.st[7], k.st[8]};
+  dnnl_status_t s;
+  if ((s = dnnl_memory_desc_init_by_strides(&a_md, 3, a_dims, dt, a_st)) != dnnl_success ||
+      (s = dnnl_memory_desc_init_by_strides(&b_md, 3, b_dims, dt, b_st)) != dnnl_success ||
+      (s = dnnl_memory_desc_init_by_strides(&c_md, 3, c_dims, dt, c_st)) != dnnl_success) {
+    p->error = "memory descriptor: " + status_str(s);
+    return p;
+  }
+  dnnl_matmul_desc_t md;
+  if ((s = dnnl_matmul_desc_init(&md, &a_md, &b_md, nullptr, &c_md)) != dnnl_success) {
+    p->error = "matmul descriptor: " + status_str(s);
+    return p;
+  }
+  dnnl_primitive_attr_t attr = nullptr;
+  dnnl_primitive_attr_create(&attr);
+  dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user);
+  if (k.scaled) {
+    const float rt = DNNL_RUNTIME_F32_VAL;
+    dnnl_primitive_attr_set_output_scales(attr, 1, 0, &rt);
+  }
+  dnnl_post_ops_t po = nullptr;
+  if (k.beta != 0.0f) {
+    dnnl_post_ops_create(&po);
+    dnnl_post_ops_append_sum(po, k.beta);
+    dnnl_primitive_attr_set_post_ops(attr, po);
+  }
+  dnnl_primitive_desc_t pd = nullptr;
+  s = dnnl_primitive_desc_create(&pd, &md, attr, eng, nullptr);
+  if (po) dnnl_post_ops_destroy(po);
+  dnnl_primitive_attr_destroy(attr);
+  if (s != dnnl_success) {
+    p->error = std::string("no oneDNN matmul for this ") + dtype_name(k.dt) + " problem (" +
+               status_str(s) + ")";
+    return p;
+  }
+  s = dnnl_primitive_create(&p->prim, pd);
+  const dnnl_memory_desc_t* sp_md = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+  if (s == dnnl_success && sp_md) {
+    const size_t bytes = dnnl_memory_desc_get_size(sp_md);
+    if (bytes > 0) {
+      p->scratch_buf.resize(bytes / 8 + 8);
+      dnnl_memory_create(&p->scratch, sp_md, eng, p->scratch_buf.data());
+    }
+  }
+  dnnl_primitive_desc_destroy(pd);
+  if (s != dnnl_success) {
+    p->error = "matmul primitive: " + status_str(s);
+    return p;
+  }
+  dnnl_memory_create(&p->src, &a_md, eng, DNNL_MEMORY_NONE);
+  dnnl_memory_create(&p->wei, &b_md, eng, DNNL_MEMORY_NONE);
+  dnnl_memory_create(&p->dst, &c_md, eng, DNNL_MEMORY_NONE);
+  if (k.scaled) {
+    dnnl_memory_desc_t s_md;
+    const dnnl_dims_t one = {1};
+    dnnl_memory_desc_init_by_tag(&s_md, 1, one, dnnl_f32, dnnl_a);
+    dnnl_memory_create(&p->scale, &s_md, eng, &p->scale_value);
+  }
+  return p;
+}
+
+// Per thread: primitives and their memory objects are then never shared.
+Prim& get_prim(const Key& k) {
+  thread_local std::unordered_map<Key, std::unique_ptr<Prim>, KeyHash> cache;
+  auto it = cache.find(k);
+  if (it == cache.end()) {
+    if (cache.size() > 4096) cache.clear();
+    it = cache.emplace(k, build(k)).first;
+  }
+  return *it->second;
+}
+
+template <class T>
+int gemm_k0(const GemmParams& p, const onrt_arg* args, double beta) {
+  // K == 0: the product is zero; C = beta * C (C untouched by NaN when beta == 0).
+  char* c = p.c.resolve(args);
+  for (int64_t b = 0; b < p.batch; ++b)
+    for (int64_t i = 0; i < p.m; ++i)
+      for (int64_t j = 0; j < p.n; ++j) {
+        T* e = reinterpret_cast<T*>(c) + b * p.c_strides[0] + i * p.c_strides[1] + j * p.c_strides[2];
+        const float v = beta == 0.0 ? 0.0f : static_cast<float>(beta) * static_cast<float>(load(e));
+        store(e, v);
+      }
+  return 0;
+}
+
+int gemm_entry(const void* params, const onrt_arg* args, char* err, size_t errlen) {
+  const auto& p = *static_cast<const GemmParams*>(params);
+  if (p.batch == 0 || p.m == 0 || p.n == 0) return 0;
+  const double alpha = p.alpha.as_double(args);
+  const double beta = p.beta.as_double(args);
+  if (p.k == 0) {
+    switch (p.dtype) {
+      case DType::Float32: return gemm_k0<float>(p, args, beta);
+      case DType::BFloat16: return gemm_k0<bf16>(p, args, beta);
+      case DType::Float16: return gemm_k0<f16>(p, args, beta);
+      default: return fail(err, errlen, "gemm: unsupported dtype");
+    }
+  }
+  Key key;
+  std::memset(&key, 0, sizeof key);
+  key.dt = p.dtype;
+  key.beta = static_cast<float>(beta);
+  key.scaled = static_cast<float>(alpha) != 1.0f;
+  key.dims[0] = p.batch;
+  key.dims[1] = p.m;
+  key.dims[2] = p.n;
+  key.dims[3] = p.k;
+  for (int i = 0; i < 3; ++i) {
+    key.st[i] = p.a_strides[i];
+    key.st[3 + i] = p.b_strides[i];
+    key.st[6 + i] = p.c_strides[i];
+  }
+  Prim& pr = get_prim(key);
+  if (!pr.prim) return fail(err, errlen, "gemm: %s", pr.error.c_str());
+  dnnl_memory_set_data_handle(pr.src, p.a.resolve(args));
+  dnnl_memory_set_data_handle(pr.wei, p.b.resolve(args));
+  dnnl_memory_set_data_handle(pr.dst, p.c.resolve(args));
+  dnnl_exec_arg_t ex[6];
+  int n = 0;
+  ex[n++] = {DNNL_ARG_SRC, pr.src};
+  ex[n++] = {DNNL_ARG_WEIGHTS, pr.wei};
+  ex[n++] = {DNNL_ARG_DST, pr.dst};
+  if (pr.scale) {
+    pr.scale_value = static_cast<float>(alpha);
+    ex[n++] = {DNNL_ARG_ATTR_OUTPUT_SCALES, pr.scale};
+  }
+  if (pr.scratch) ex[n++] = {DNNL_ARG_SCRATCHPAD, pr.scratch};
+  dnnl_status_t s = dnnl_primitive_execute(pr.prim, stream(), n, ex);
+  if (s == dnnl_success) s = dnnl_stream_wait(stream());
+  if (s != dnnl_success) return fail(err, errlen, "gemm: oneDNN execution failed (status %d)", static_cast<int>(s));
+  return 0;
+}
+
+}  // namespace
+}  // namespace detail
+
+onrt_kernel_fn gemm_kernel(DType dtype) {
+  switch (dtype) {
+    case DType::Float32: case DType::BFloat16: case DType::Float16: return &detail::gemm_entry;
+    default: return nullptr;
+  }
+}
+
+bool gemm_native(DType dtype) {
+  using namespace detail;
+  if (dnnl_type(dtype) == dnnl_data_type_undef) return false;
+  static std::mutex mu;
+  static std::unordered_map<int, bool> known;
+  std::lock_guard<std::mutex> lk(mu);
+  auto it = known.find(static_cast<int>(dtype));
+  if (it != known.end()) return it->second;
+  Key k;
+  std::memset(&k, 0, sizeof k);
+  k.dt = dtype;
+  const int64_t st[9] = {64, 8, 1, 64, 8, 1, 64, 8, 1};
+  k.dims[0] = 1; k.dims[1] = 8; k.dims[2] = 8; k.dims[3] = 8;
+  std::memcpy(k.st, st, sizeof st);
+  const bool ok = build(k)->prim != nullptr;
+  known[static_cast<int>(dtype)] = ok;
+  return ok;
+}
+
+}  // namespace openneuron::kernels

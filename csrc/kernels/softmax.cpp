@@ -1,0 +1,135 @@
+// Softmax, log-softmax and their backward over any dim (PyTorch's
+// SoftMaxKernel.cpp formulas). Each row is gathered into float scratch, so
+// strided dims and half types share one code path; sums accumulate in double.
+#include <limits>
+#include <vector>
+
+#include "internal.h"
+#include "vmath.h"
+
+namespace openneuron::kernels {
+namespace detail {
+namespace {
+
+// Double sum of floats in 8 fixed lanes: vectorises, order independent of D's tail.
+inline double sum8(const float* x, int64_t n) {
+  double l[8] = {};
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8)
+    for (int k = 0; k < 8; ++k) l[k] += x[j + k];
+  for (; j < n; ++j) l[0] += x[j];
+  return ((l[0] + l[4]) + (l[1] + l[5])) + ((l[2] + l[6]) + (l[3] + l[7]));
+}
+
+struct RowIter {
+  int n = 0;
+  int64_t size[kMaxDims], st[3][kMaxDims];
+};
+
+template <SoftmaxOp OP, class In, class Out>
+int softmax_entry(const void* params, const onrt_arg* args, char*, size_t) {
+  const auto& p = *static_cast<const SoftmaxParams*>(params);
+  const TensorType& t0 = p.in0.type;
+  const int dim = p.dim;
+  const int64_t D = t0.ndim == 0 ? 1 : t0.sizes[dim];
+  const int64_t numel = t0.numel();
+  if (numel == 0) return 0;
+  const bool backward = OP == SoftmaxOp::SoftmaxBackward || OP == SoftmaxOp::LogSoftmaxBackward;
+  const In* x0 = reinterpret_cast<const In*>(p.in0.resolve(args));
+  const In* x1 = backward ? reinterpret_cast<const In*>(p.in1.resolve(args)) : nullptr;
+  Out* y = reinterpret_cast<Out*>(p.out.resolve(args));
+  const int64_t s0 = t0.ndim ? t0.strides[dim] : 0;
+  const int64_t s1 = backward && t0.ndim ? p.in1.type.strides[dim] : 0;
+  const int64_t so = t0.ndim ? p.out.type.strides[dim] : 0;
+  RowIter it;
+  for (int d = t0.ndim - 1; d >= 0; --d) {
+    if (d == dim || t0.sizes[d] == 1) continue;
+    it.size[it.n] = t0.sizes[d];
+    it.st[0][it.n] = t0.strides[d];
+    it.st[1][it.n] = backward ? p.in1.type.strides[d] : 0;
+    it.st[2][it.n] = p.out.type.strides[d];
+    ++it.n;
+  }
+  const int64_t rows = numel / D;
+  auto body = [&](int64_t b, int64_t e) {
+    std::vector<float> a(D), g(D);
+    for (int64_t r = b; r < e; ++r) {
+      int64_t rem = r, o0 = 0, o1 = 0, oo = 0;
+      for (int d = 0; d < it.n; ++d) {
+        const int64_t x = rem % it.size[d];
+        rem /= it.size[d];
+        o0 += x * it.st[0][d];
+        o1 += x * it.st[1][d];
+        oo += x * it.st[2][d];
+      }
+      const In* r0 = x0 + o0;
+      Out* ro = y + oo;
+      for (int64_t j = 0; j < D; ++j) a[j] = load(r0 + j * s0);
+      if constexpr (!backward) {
+        float mx = -std::numeric_limits<float>::infinity();
+        for (int64_t j = 0; j < D; ++j) mx = (a[j] != a[j] || a[j] > mx) ? a[j] : mx;
+        double sum = 0;
+        if constexpr (OP == SoftmaxOp::Softmax) {
+          for (int64_t j = 0; j < D; ++j) a[j] = vexp(a[j] - mx);
+          sum = sum8(a.data(), D);
+          const float inv = static_cast<float>(1.0 / sum);
+          for (int64_t j = 0; j < D; ++j) store_cvt(ro + j * so, a[j] * inv);
+        } else {
+          for (int64_t j = 0; j < D; ++j) g[j] = vexp(a[j] - mx);
+          sum = sum8(g.data(), D);
+          // In double: x - (max + log(sum)) cancels when x is near the max.
+          const double shift = static_cast<double>(mx) + std::log(sum);
+          for (int64_t j = 0; j < D; ++j) store_cvt(ro + j * so, static_cast<double>(a[j]) - shift);
+        }
+      } else {
+        // a = grad_out, g = forward output.
+        const In* r1 = x1 + o1;
+        for (int64_t j = 0; j < D; ++j) g[j] = load(r1 + j * s1);
+        double acc = 0;
+        if constexpr (OP == SoftmaxOp::SoftmaxBackward) {
+          for (int64_t j = 0; j < D; ++j) acc += static_cast<double>(a[j]) * g[j];
+          const float dot = static_cast<float>(acc);
+          for (int64_t j = 0; j < D; ++j) store_cvt(ro + j * so, g[j] * (a[j] - dot));
+        } else {
+          acc = sum8(a.data(), D);
+          const float sum = static_cast<float>(acc);
+          for (int64_t j = 0; j < D; ++j) store_cvt(ro + j * so, a[j] - vexp(g[j]) * sum);
+        }
+      }
+    }
+  };
+  parallel_for(rows, std::max<int64_t>(1, kGrain / (4 * D)), body);
+  return 0;
+}
+
+template <SoftmaxOp OP>
+onrt_kernel_fn pick(DType out, DType in) {
+  return visit(in, [&](auto ti) -> onrt_kernel_fn {
+    using I = typename decltype(ti)::type;
+    if constexpr (!is_float3_v<I>) {
+      return nullptr;
+    } else {
+      if (out == in) return &softmax_entry<OP, I, I>;
+      if (out == DType::Float32) return &softmax_entry<OP, I, float>;  // half_to_float
+      if (std::is_same_v<I, float> && out == DType::BFloat16) return &softmax_entry<OP, I, bf16>;
+      if (std::is_same_v<I, float> && out == DType::Float16) return &softmax_entry<OP, I, f16>;
+      return nullptr;
+    }
+  });
+}
+
+}  // namespace
+}  // namespace detail
+
+onrt_kernel_fn softmax_kernel(SoftmaxOp op, DType out, DType in) {
+  using namespace detail;
+  switch (op) {
+    case SoftmaxOp::Softmax: return pick<SoftmaxOp::Softmax>(out, in);
+    case SoftmaxOp::LogSoftmax: return pick<SoftmaxOp::LogSoftmax>(out, in);
+    case SoftmaxOp::SoftmaxBackward: return pick<SoftmaxOp::SoftmaxBackward>(out, in);
+    case SoftmaxOp::LogSoftmaxBackward: return pick<SoftmaxOp::LogSoftmaxBackward>(out, in);
+  }
+  return nullptr;
+}
+
+}  // namespace openneuron::kernels

@@ -11,6 +11,8 @@ JOBS ?= $(shell nproc)
 # Debian packages the C++ layers build against (pinned where the version matters).
 SYSTEM_PACKAGES := libdnnl-dev=2.6.3-1 libgtest-dev ccache
 
+
+.PHONY: coverage
 .PHONY: all build demo test test-cpp test-asan test-python sysdeps clean
 
 all: build
@@ -46,7 +48,7 @@ build: sysdeps $(BUILD)/build.ninja
 demo: build
 	$(PY) examples/demo.py
 
-test: test-cpp test-asan test-python
+test: test-cpp test-asan test-python test-conformance-fast
 
 test-cpp: build
 	$(VENV)/bin/ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
@@ -61,5 +63,28 @@ test-asan: sysdeps | $(VENV)/.deps
 test-python: build
 	$(PY) -m pytest -q tests/python
 
+# PyTorch's OpInfo database on neuron against the CPU (tests/conformance): a fast subset
+# covering every op family in `make test`; everything, with docs/op-coverage.md, here.
+.PHONY: test-conformance-fast conformance
+test-conformance-fast: build
+	$(PY) -m pytest -q tests/conformance
+
+conformance: build
+	$(PY) -m tests.conformance.sweep
+
+# Benchmarks: ratios against CPU eager, Inductor and Gloo measured in the same run; write
+# benchmarks/results/*.json and docs/BENCHMARKS.md. PRICES=file.toml adds cost per work.
+.PHONY: bench bench-quick
+bench: build
+	$(PY) -m benchmarks.run --profile full $(if $(PRICES),--prices $(PRICES))
+
+bench-quick: build
+	$(PY) -m benchmarks.run --profile quick $(if $(PRICES),--prices $(PRICES))
+
 clean:
 	rm -rf build python/openneuron/_C*.so
+
+# Hugging Face architecture coverage: every causal-LM architecture (and the second-tier
+# mappings) generating on neuron against the CPU; writes docs/model-coverage.md.
+coverage: build
+	$(PY) -m openneuron.coverage --all --markdown docs/model-coverage.md

@@ -14,9 +14,19 @@ bool blas_strides(const TensorType& t, bool batched, bool is_output, int64_t st[
   const int o = batched ? 1 : 0;
   const int64_t R = t.sizes[o], C = t.sizes[o + 1];
   int64_t sr = t.strides[o], sc = t.strides[o + 1];
-  if (R <= 1 && C <= 1) { sr = C; sc = 1; }
-  else if (R <= 1) { if (sc == 1) sr = C; else sr = 1; }
-  else if (C <= 1) { if (sr == 1) sc = R; else sc = 1; }
+  // A dimension of size 1 has no meaningful stride: pick the reading of the
+  // matrix that makes it row-major when possible (outputs must be row-major).
+  if (R <= 1 && C <= 1) {
+    sr = 1;
+    sc = 1;
+  } else if (C <= 1) {  // one column: row-major with row stride sr
+    if (sr <= 0) return false;
+    sc = 1;
+  } else if (R <= 1) {  // one row: row-major if its elements are adjacent
+    if (sc == 1) sr = C;
+    else if (sc > 0) sr = 1;
+    else return false;
+  }
   const bool row_major = sc == 1 && sr >= C;
   const bool col_major = sr == 1 && sc >= R;
   if (!(row_major || (col_major && !is_output))) return false;

@@ -147,5 +147,28 @@ void lower_nll_loss(LowerCtx&);
 void lower_nll_loss_backward(LowerCtx&);
 void lower_index_select(LowerCtx&);
 void lower_embedding_backward(LowerCtx&);
+// transformer ops
+void lower_layer_norm(LowerCtx&);
+void lower_layer_norm_backward(LowerCtx&);
+void lower_group_norm(LowerCtx&);
+void lower_group_norm_backward(LowerCtx&);
+void lower_batch_norm(LowerCtx&);
+void lower_batch_norm_backward(LowerCtx&);
+void lower_tri(LowerCtx&);
+void lower_argreduce(LowerCtx&);
+void lower_scan(LowerCtx&);
+void lower_scatter(LowerCtx&);
+void lower_index(LowerCtx&);
+void lower_sort(LowerCtx&);
+void lower_nonzero(LowerCtx&);
+void lower_isin(LowerCtx&);
+
+// training and vision ops
+void lower_fused_optim(LowerCtx&);
+void lower_norm_all(LowerCtx&);
+void lower_random_extra(LowerCtx&);
+void lower_dropout_backward(LowerCtx&);
+void lower_pointwise_loss(LowerCtx&);
+
 
 }  // namespace openneuron::compiler::detail

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <ATen/core/Tensor.h>
+#include <ATen/core/ivalue.h>
 #include <c10/core/Device.h>
 #include <c10/core/Storage.h>
 #include <c10/core/Stream.h>
@@ -10,6 +11,10 @@
 #include <string>
 
 #include "openneuron/runtime.h"
+
+namespace c10 {
+class OperatorHandle;
+}  // namespace c10
 
 namespace openneuron::bridge {
 
@@ -56,6 +61,15 @@ void resize_storage_bytes(const c10::Storage& storage, size_t new_bytes);
 // Fallback bookkeeping (fallback.cpp).
 std::vector<std::pair<std::string, int64_t>> fallback_counts();
 void reset_fallback_counts();
+
+// Runs an op on the CPU exactly as the boxed CPU fallback does (honours
+// OPENNEURON_FALLBACK, warns once, counts in fallback_stats()): for native
+// registrations that route an unsupported case to the CPU. Defined in
+// fallback.cpp (boxed_cpu_fallback) and fallback_call.cpp (cpu_fallback_call).
+// Unboxed use: at::native::call_fallback_fn<&boxed_cpu_fallback, ATEN_OP2(op, overload)>
+// ::call(args...), or cpu_fallback_call("aten::op", "overload", stack).
+void boxed_cpu_fallback(const c10::OperatorHandle& op, std::vector<c10::IValue>* stack);
+void cpu_fallback_call(const char* name, const char* overload, std::vector<c10::IValue>* stack);
 
 // Fills a device tensor with a constant (engine Fill).
 void fill_scalar_device(const at::Tensor& t, double value);

@@ -46,6 +46,7 @@ Operand tensor_operand(const at::Tensor& t) {
   Operand o{compiler::ValueType::of(tensor_type(t))};
   o.arg.ptr = t.numel() == 0 ? nullptr : const_cast<void*>(t.const_data_ptr());
   o.device = t.device().index();
+  o.keep = t;
   return o;
 }
 Operand float_operand(double v) {
@@ -101,6 +102,7 @@ void launch(compiler::Op op, std::initializer_list<Operand> inputs,
 }
 
 at::Tensor empty_device(at::IntArrayRef sizes, c10::ScalarType dtype, c10::Device device) {
+  dtype = narrow_dtype(dtype);
   c10::DeviceGuard guard(device);
   constexpr c10::DispatchKeySet ks(c10::DispatchKey::PrivateUse1);
   return at::detail::empty_generic(sizes, c10::GetAllocator(c10::DeviceType::PrivateUse1), ks,
@@ -113,6 +115,7 @@ void copy_on_device(const at::Tensor& dst, const at::Tensor& src) {
 }
 
 at::Tensor to_dtype_on_device(const at::Tensor& t, c10::ScalarType dtype) {
+  dtype = narrow_dtype(dtype);
   if (t.scalar_type() == dtype) return t;
   at::Tensor out = empty_device(t.sizes(), dtype, t.device());
   copy_on_device(out, t);

@@ -21,6 +21,9 @@ struct Operand {
   compiler::ValueType type;
   onrt_arg arg{};
   c10::DeviceIndex device = -1;  // tensors only
+  // Keeps a temporary (e.g. a dtype-converted copy) alive until the launch is
+  // queued; freeing it earlier would let the next temporary reuse its memory.
+  at::Tensor keep;
 };
 Operand tensor_operand(const at::Tensor& t);  // t must be on the device
 Operand float_operand(double v);

@@ -62,6 +62,12 @@ void neuron_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack
 
 }  // namespace
 
+// The boxed fallback itself, for native kernels that route a case to the CPU
+// (fallback_call.cpp): same policy (OPENNEURON_FALLBACK), warning and count.
+void boxed_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  neuron_cpu_fallback(op, stack);
+}
+
 std::vector<std::pair<std::string, int64_t>> fallback_counts() {
   auto& c = counts();
   std::lock_guard<std::mutex> lock(c.mutex);

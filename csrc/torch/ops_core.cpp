@@ -239,18 +239,24 @@ at::Tensor& arange_out(const at::Scalar& start, const at::Scalar& end, const at:
               xend);
   TORCH_CHECK(((xstep > 0) && (xend >= xstart)) || ((xstep < 0) && (xend <= xstart)),
               "upper bound and larger bound inconsistent with step sign");
+  // Like ATen, integral results take the bounds in the integer type first
+  // (arange(0, 2.5, 1.2, dtype=int64) is arange(0, 2, 1)).
+  const bool integral = c10::isIntegralType(out.scalar_type(), true);
   int64_t size;
-  if (c10::isIntegralType(out.scalar_type(), true) && start.isIntegral(true) &&
-      end.isIntegral(true) && step.isIntegral(true)) {
+  if (integral) {
     const int64_t s = start.toLong(), e = end.toLong(), st = step.toLong();
-    size = st > 0 ? (e - s + st - 1) / st : (s - e - st - 1) / (-st);
+    TORCH_CHECK(st != 0, "step must be nonzero");
+    size = static_cast<int64_t>(std::ceil(static_cast<double>(e - s) / static_cast<double>(st)));
+    size = std::max<int64_t>(size, 0);
   } else {
     size = static_cast<int64_t>(std::ceil((xend - xstart) / xstep));
   }
   if (out.numel() != size) at::native::resize_output(out, {size});
   if (size == 0) return out;
   at::Tensor target = out.is_contiguous() ? out : empty_device({size}, out.scalar_type(), out.device());
-  launch(Op::Arange, {scalar_operand(start, out.scalar_type()), scalar_operand(step, out.scalar_type())},
+  launch(Op::Arange,
+         {integral ? int_operand(start.toLong()) : float_operand(xstart),
+          integral ? int_operand(step.toLong()) : float_operand(xstep)},
          {tensor_operand(target)});
   if (!target.is_same(out)) copy_on_device(out, target);
   return out;

@@ -215,7 +215,13 @@ at::Tensor& binary_out_impl(const at::Tensor& a, const at::Tensor& b,
   return out;
 }
 
-at::Tensor wrap(const at::Scalar& s) { return c10::scalar_to_tensor(s); }
+// A Python-number operand: a wrapped number, so it does not promote 0-dim tensors
+// (mul.Scalar(float32 0-dim, 0.01) stays float32, as on the CPU).
+at::Tensor wrap(const at::Scalar& s) {
+  at::Tensor t = c10::scalar_to_tensor(s);
+  t.unsafeGetTensorImpl()->set_wrapped_number(true);
+  return t;
+}
 
 // Signatures with alpha (add, sub).
 template <Op kOp>
@@ -452,8 +458,13 @@ struct ReducePlan {
 ReducePlan plan_reduce(const at::Tensor& self, at::OptionalIntArrayRef dims, bool keepdim) {
   ReducePlan p;
   const int64_t nd = self.dim();
-  if (!dims.has_value() || dims->empty()) {
-    p.mask = nd == 0 ? 0 : (int64_t(1) << nd) - 1;
+  if (nd == 0) {
+    // A 0-dim tensor reduces to itself; dim 0 / -1 are valid names for it.
+    if (dims.has_value()) {
+      for (int64_t d : *dims) c10::maybe_wrap_dim(d, nd);
+    }
+  } else if (!dims.has_value() || dims->empty()) {
+    p.mask = (int64_t(1) << nd) - 1;
   } else {
     for (int64_t d : *dims) {
       const int64_t w = c10::maybe_wrap_dim(d, nd);

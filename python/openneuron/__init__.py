@@ -29,7 +29,12 @@ def _load() -> None:
     global _loaded
     if _loaded:
         return
+    # Importing torch runs its backend autoload, which may load us re-entrantly
+    # (when this package was imported first, e.g. `python -m openneuron...`).
     import torch
+
+    if _loaded:
+        return
 
     current = torch._C._get_privateuse1_backend_name()
     if current not in ("privateuseone", "neuron"):

@@ -22,6 +22,111 @@ namespace openneuron::compiler {
 //  * any tensor input of a binary/ternary op may instead be a scalar value;
 //  * `alpha`-style coefficients are scalar operands, not attributes, so one
 //    program serves every value.
+// Ops for transformer models: norms, attention, indexing, sorting, scans.
+#define OPENNEURON_TRANSFORMER_OPS(_)                                                  \
+  /* norms: x/out/grad dtype Float32|BFloat16|Float16; statistics any float dtype */   \
+  _(LayerNorm)  /* x, weight|none, bias|none, eps(f) -> out, mean[M], rstd[M];          \
+                   attr[0] = axis: M = prod(sizes[:axis]), N = prod(sizes[axis:]) */    \
+  _(LayerNormBackward) /* grad, x, mean, rstd, weight|none -> dx, dweight[N], dbias[N];  \
+                   attr[0] = axis, attr[1] = mask (1 dx, 2 dweight, 4 dbias) */         \
+  _(RmsNorm)    /* x, weight|none, eps(f) -> out, rstd[M]; attr[0] = axis */            \
+  _(RmsNormBackward) /* grad, x, rstd, weight|none -> dx, dweight; attrs as above */    \
+  _(GroupNorm)  /* x[N, C, *], weight|none, bias|none, eps(f) -> out, mean[N*G],         \
+                   rstd[N*G]; attr[0] = G */                                            \
+  _(GroupNormBackward) /* grad, x, mean, rstd, weight|none -> dx, dweight[C], dbias[C];  \
+                   attr[0] = G, attr[1] = mask */                                       \
+  _(BatchNorm)  /* x[N, C, *], weight|none, bias|none, running_mean|none,                \
+                   running_var|none, momentum(f), eps(f) -> out, save_mean[C] (or empty),\
+                   save_invstd[C] (or empty); attr[0] = training: batch statistics,     \
+                   running stats updated IN PLACE; else running stats used */           \
+  _(BatchNormBackward) /* grad, x, weight|none, running_mean|none, running_var|none,     \
+                   save_mean|none, save_invstd|none, eps(f) -> dx, dweight[C], dbias[C]; \
+                   attr[0] = training, attr[1] = mask */                               \
+  /* index patterns, arg reductions, scans (any strides) */                            \
+  _(Tril) _(Triu) /* in -> out (same dtype; in-place allowed); attr[0] = diagonal */    \
+  _(ArgMax) _(ArgMin) /* in -> indices(Int64) [, values(in's dtype)]; outputs keep dim  \
+                   as size 1; attr[0] = dim. NaN wins; first index on ties */           \
+  _(Cumsum) _(Cumprod) /* in -> out (in converted to out's dtype); attr[0] = dim */    \
+  /* gather/scatter (any strides; index Int64|Int32; out may alias self) */           \
+  _(Gather)     /* self, index -> out (index's sizes); attr[0] = dim */                 \
+  _(Scatter)    /* self, index, src (tensor in self's dtype, or a scalar) -> out        \
+                   (self's sizes); attr[0] = dim, attr[1] = reduce: 0 assign, 1 add,    \
+                   2 prod, 3 amax, 4 amin, 5 mean; attr[2] = include_self */            \
+  _(IndexAdd)   /* self, index[n], src, alpha(scalar) -> out; attr[0] = dim */          \
+  _(IndexCopy)  /* self, index[n], src -> out; attr[0] = dim */                         \
+  _(Index)      /* self, indices[m, count] (Int64, dense; negative wrap) -> out: self's  \
+                   sizes with dims [p, p+m) replaced by [count]; attr[0] = p */         \
+  _(IndexPut)   /* self, indices[m, count], values (Index's out sizes, any strides)     \
+                   -> out (self with the values put; may alias self); attr[0] = p,      \
+                   attr[1] = accumulate */                                              \
+  _(Sort)       /* in -> values, indices(Int64): the first k (values' size at dim) of   \
+                   the stable sort along dim, NaN largest; attr[0] = dim,               \
+                   attr[1] = descending */                                              \
+  _(Nonzero)    /* in -> out[n, ndim] Int64 (n = number of nonzeros, known) */          \
+  _(Isin)       /* elements, test (one dtype) -> out(Bool); attr[0] = invert */
+
+// Ops for training and vision: conv, pooling, upsampling, losses, optimizers.
+// Random ops take seed(i), offset(i) first, as Uniform. Optimizer ops update
+// state in place: each output may alias the input it replaces (element i of an
+// output depends only on element i of the inputs).
+#define OPENNEURON_TRAINING_VISION_OPS(_)                                              \
+  /* optimizers (all tensors contiguous, one float dtype, param's sizes) */            \
+  _(FusedAdam)  /* param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq|none, step(1 elem), \
+                   lr(f | 1-elem tensor), beta1, beta2, weight_decay, eps (f),          \
+                   grad_scale|none, found_inf|none (1-elem Float32)                     \
+                   -> param', grad', exp_avg', exp_avg_sq'[, max_exp_avg_sq'];          \
+                   attr[0] bits: 1 amsgrad, 2 maximize, 4 AdamW decay. Nothing is       \
+                   written when found_inf == 1; grad' = grad / grad_scale if given */   \
+  _(FusedSgd)   /* param, grad, momentum_buffer|none, lr(f | 1-elem tensor),            \
+                   weight_decay, momentum, dampening (f), grad_scale|none,              \
+                   found_inf|none -> param', grad'[, buf']; attr[0] bits: 1 nesterov,   \
+                   2 maximize, 4 first step (buf' = grad) */                            \
+  _(NormAll)    /* in (any strides), ord(f) -> out (1 elem): the ord-norm of all of in; \
+                   ord = +-inf, 0 (count nonzero), p > 0; accumulates in double */     \
+  /* random */                                                                         \
+  _(Dropout)    /* seed, offset, p(f), in -> out, mask(Bool): mask = (u >= p),          \
+                   out = in * mask / (1 - p) */                                         \
+  _(DropoutBackward) /* grad, mask(Bool), scale(f) -> grad * mask * scale */            \
+  _(BernoulliTensor) /* seed, offset, p (float tensor, out's sizes) -> out (0/1) */     \
+  _(Exponential) /* seed, offset, lambda(f) -> out = -log(1 - u) / lambda */            \
+  _(Geometric)   /* seed, offset, p(f) -> out = ceil(log(1 - u) / log(1 - p)) */        \
+  _(LogNormal)   /* seed, offset, mean(f), std(f) -> out = exp(mean + std * z) */       \
+  _(Randperm)    /* seed, offset -> out[n] (1-d): a random permutation of 0..n-1 */     \
+  _(Multinomial) /* seed, offset, probs[C] | [N, C] (float) -> out[S] | [N, S] Int64;   \
+                    attr[0] = with replacement */                                       \
+  /* losses. attr[0] = kind: 0 mse, 1 l1, 2 smooth_l1 (param = beta), 3 huber (param   \
+     = delta), 4 binary cross entropy (weight optional); attr[1] = reduction (0 none,   \
+     1 mean, 2 sum). self, target (and weight) have out's (reduction none) sizes */     \
+  _(PointwiseLoss)         /* self, target, weight|none, param(f) -> out */             \
+  _(PointwiseLossBackward) /* grad_out (self's sizes, or 1 elem when reduced), self,    \
+                              target, weight|none, param(f) -> grad_in */               \
+  /* tensor engine: convolution (oneDNN). in[N, C, *sp], weight [O, C/g, *k] (transposed:\
+     [C, O/g, *k]), 1-3 spatial dims. attrs: transposed, groups, then per spatial dim   \
+     stride, padding, dilation, output_padding (4 * nsp values) */                      \
+  _(Convolution)               /* in, weight, bias|none -> out */                       \
+  _(ConvolutionBackwardInput)  /* grad_out, weight -> grad_in; attrs as Convolution */  \
+  _(ConvolutionBackwardWeight) /* grad_out, in -> grad_weight; attrs as Convolution */  \
+  /* pooling over the last two dims of [N, C, H, W] or [C, H, W] */                    \
+  _(MaxPool2d)   /* in -> out, indices(Int64, flat h*W+w); attrs kH, kW, sH, sW, pH, pW,\
+                    dH, dW (out sizes given, so ceil_mode is implied) */                \
+  _(AvgPool2d)   /* in -> out; attrs kH, kW, sH, sW, pH, pW, count_include_pad,         \
+                    divisor_override (0 none) */                                        \
+  _(AvgPool2dBackward) /* grad_out -> grad_in; attrs as AvgPool2d */                    \
+  _(AdaptiveAvgPool2d) /* in -> out; windows from in/out sizes */                       \
+  _(AdaptiveAvgPool2dBackward) /* grad_out -> grad_in */                                \
+  _(AdaptiveMaxPool2d) /* in -> out, indices(Int64) */                                  \
+  _(MaxPool2dBackward) /* grad_out, indices -> grad_in (scatter-add by index) */        \
+  /* upsampling of the last two dims; scales (f) are the user's scale factors or 0     \
+     (then in/out sizes) */                                                             \
+  _(UpsampleNearest2d)         /* in, scale_h, scale_w -> out */                        \
+  _(UpsampleNearest2dBackward) /* grad_out, scale_h, scale_w -> grad_in */              \
+  _(UpsampleBilinear2d)        /* in, scale_h, scale_w -> out; attr[0] align_corners */ \
+  _(UpsampleBilinear2dBackward) /* grad_out, scale_h, scale_w -> grad_in; attr[0] as fwd */\
+  /* exact integer matrix products (wrapping, like PyTorch's CPU) */                   \
+  _(MmInt)       /* a[(B,) M, K], b[(B,) K, N] -> out, one integer dtype */             \
+  _(ScaledMm)    /* a[M,K], b[K,N] (Float8), scale_a, scale_b (Float32, 1 elem or       \
+                    [M,1] / [1,N]), bias[N]|none -> out: dequantised to Float32, GEMM */
+
 #define OPENNEURON_FOR_EACH_OP(_)                                                      \
   /* data movement and creation */                                                     \
   _(Copy)       /* in -> out: convert dtype, any strides (broadcast via stride 0) */     \
@@ -70,7 +175,9 @@ namespace openneuron::compiler {
                         attrs as NllLoss */                                            \
   _(IndexSelect)     /* self, index(Int64|Int32) -> out; attr[0] = dim */               \
   _(EmbeddingBackward) /* grad[..., D], indices -> out[num_weights, D];               \
-                          attr[0] = padding_idx (-1 none) */
+                          attr[0] = padding_idx (-1 none) */                          \
+  OPENNEURON_TRANSFORMER_OPS(_)                                                        \
+  OPENNEURON_TRAINING_VISION_OPS(_)
 
 enum class Op : uint16_t {
 #define OPENNEURON_OP_ENUM(name) name,

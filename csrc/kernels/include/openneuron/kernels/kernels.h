@@ -53,6 +53,46 @@ onrt_kernel_fn index_select_kernel(DType self, DType index);
 // EmbeddingBackwardParams: zeroes out and sums grad rows into it.
 onrt_kernel_fn embedding_backward_kernel(DType out, DType grad, DType index);
 
+// --- transformer ops (norms, attention, indexing, sorting, scans)
+// NormParams; dtype is that of x/y/grad/dx (Float32, BFloat16, Float16).
+onrt_kernel_fn norm_kernel(DType dtype);
+// TriParams: any element type (copied bytewise).
+onrt_kernel_fn tri_kernel(DType dtype);
+// ArgReduceParams over the nine real types.
+onrt_kernel_fn argreduce_kernel(ArgReduceOp op, DType in);
+// ScanParams: in and out of `dtype` (integers accumulate in Int64, floats in double).
+onrt_kernel_fn scan_kernel(ScanOp op, DType dtype);
+// ScatterParams (the op is in the params), SortParams, NonzeroParams,
+// IsinParams: the nine real types. IndexParams: get any element type
+// (bytewise), put (IndexPut, accumulate) the nine real types.
+onrt_kernel_fn scatter_kernel(DType dtype);
+onrt_kernel_fn sort_kernel(DType dtype);
+onrt_kernel_fn nonzero_kernel(DType dtype);
+onrt_kernel_fn isin_kernel(DType dtype);
+onrt_kernel_fn index_kernel(bool put, DType dtype);
+
+// --- training and vision ops (conv, pooling, upsampling, losses, optimizers)
+// FusedOptimParams: params of `param` dtype (Float32/BFloat16/Float16).
+onrt_kernel_fn fused_adam_kernel(DType param);
+onrt_kernel_fn fused_sgd_kernel(DType param);
+// NormAllParams: float in, float out.
+onrt_kernel_fn norm_all_kernel(DType out, DType in);
+// RandomExtraParams; `in` is the dtype of the input tensor (or of out).
+onrt_kernel_fn random_extra_kernel(RandomExtraOp op, DType out, DType in);
+// Philox blocks a RandomExtraOp consumes for `numel` output elements.
+int64_t random_extra_offset_increment(RandomExtraOp op, int64_t numel);
+// PointwiseLossParams: Float32/BFloat16/Float16.
+onrt_kernel_fn pointwise_loss_kernel(DType dtype, bool backward);
+// ElementwiseParams: DropoutBackward (grad, mask(Bool), coef[0] = scale).
+onrt_kernel_fn dropout_backward_kernel(DType out);
+// ConvParams: Float32/BFloat16 (when oneDNN has it on this CPU).
+onrt_kernel_fn conv_kernel(DType dtype);
+bool conv_native(DType dtype);
+// Pool2dParams.
+onrt_kernel_fn pool2d_kernel(Pool2dKind kind, DType dtype);
+// MmIntParams: UInt8..Int64 (one dtype).
+onrt_kernel_fn mm_int_kernel(DType dtype);
+
 // Intra-op thread pool shared by all kernels. Defaults to
 // std::thread::hardware_concurrency(), or OPENNEURON_INTRAOP_THREADS.
 int num_threads();

@@ -177,6 +177,223 @@ struct EmbeddingBackwardParams {
   TensorArg grad, indices, out;  // out: float32 or the grad's dtype
 };
 
+// --- transformer ops (norms, attention, indexing, sorting, scans)
+
+// Norms. All tensors dense row-major. x/y/grad/dx: Float32, BFloat16 or
+// Float16; weight, bias, statistics and running stats: Float32 (the compiler
+// converts other dtypes through temporaries).
+enum class NormOp : uint16_t {
+  LayerNorm,          // x[rows, cols] -> y, mean[rows] (not for rms), rstd[rows]
+  LayerNormBackward,  // grad, x, mean, rstd, weight -> dx, dweight[cols], dbias[cols]
+  GroupNorm,          // x[n, c, hw] -> y, mean[n, groups], rstd[n, groups]
+  GroupNormBackward,  // grad, x, mean, rstd, weight -> dx, dweight[c], dbias[c]
+  BatchNorm,          // x[n, c, hw] -> y, mean[c], invstd[c]; updates running stats
+  BatchNormBackward,  // grad, x, weight, running stats or saved stats -> dx, dweight, dbias
+};
+struct NormParams {
+  NormOp op = NormOp::LayerNorm;
+  uint8_t rms = 0;       // LayerNorm*: RMS norm (no mean subtraction, no bias)
+  uint8_t training = 0;  // BatchNorm*: batch statistics (else running statistics)
+  uint8_t mask = 7;      // backward: bit 0 dx, bit 1 dweight, bit 2 dbias
+  int64_t rows = 0, cols = 0;       // LayerNorm*
+  int64_t n = 0, c = 0, hw = 0, groups = 1;  // GroupNorm*, BatchNorm*
+  ScalarArg eps, momentum;
+  TensorArg x, grad, weight, bias, mean, rstd, running_mean, running_var;
+  TensorArg y, out_mean, out_rstd;  // forward outputs
+  TensorArg dx, dweight, dbias;     // backward outputs
+};
+
+// Index-driven and ordering ops over one dim. Tensors are dense row-major
+// unless noted; `dim` is the normalised dim.
+enum class TriOp : uint16_t { Tril, Triu };
+struct TriParams {  // keeps (i, j) of the last two dims where j - i <= k (tril) / >= k (triu)
+  TriOp op = TriOp::Tril;
+  int64_t diagonal = 0;
+  TensorArg in, out;  // same dtype, same sizes, any strides
+};
+
+enum class ArgReduceOp : uint16_t { Max, Min };
+// values/indices over `dim` of `in` (any strides); NaN wins, first index on ties.
+struct ArgReduceParams {
+  ArgReduceOp op = ArgReduceOp::Max;
+  int32_t dim = 0;
+  TensorArg in, values, indices;  // values optional; indices Int64. Outputs keep dim as size 1.
+};
+
+enum class ScanOp : uint16_t { Cumsum, Cumprod };
+struct ScanParams {
+  ScanOp op = ScanOp::Cumsum;
+  int32_t dim = 0;
+  TensorArg in, out;  // in any strides (dtype converted by the compiler to out's)
+};
+
+// Stable sort along `dim` (NaN sorts as the largest value); values and Int64
+// indices of the first `k` positions (k = size for sort; topk: k largest or
+// smallest, ties by lower index). in any strides; values/indices any strides.
+struct SortParams {
+  int32_t dim = 0;
+  uint8_t descending = 0;
+  int64_t k = 0;
+  TensorArg in, values, indices;
+};
+
+// Scatter/gather along one dim. All tensors any strides; index Int64; out has
+// self's sizes (Gather: index's sizes). `out` may be `self` (in place);
+// otherwise self is copied into out first.
+enum class ScatterOp : uint16_t {
+  Gather,        // out[...i...] = self[...index[...i...]...]
+  Scatter,       // out = self; out[...index...] = src (src tensor or scalar `value`)
+  ScatterAdd,    // out = self; out[...index...] += src
+  ScatterProd, ScatterAmax, ScatterAmin, ScatterMean,  // scatter_reduce (include_self)
+  IndexAdd,      // out = self; out.select(dim, index[i]) += value * src.select(dim, i)
+  IndexCopy,     // out = self; out.select(dim, index[i]) = src.select(dim, i)
+};
+struct ScatterParams {
+  ScatterOp op = ScatterOp::Gather;
+  int32_t dim = 0;
+  uint8_t include_self = 1;
+  TensorArg self, index, src, out;  // src absent: scalar `value`
+  ScalarArg value;                  // scalar src, or alpha for IndexAdd
+};
+
+// Advanced indexing with m index tensors on consecutive dims: self viewed as
+// [pre, d_0.., d_{m-1}, post] (any strides), indices [m, count] Int64 dense
+// (negative values wrap). Index: out[pre, count, post] dense. IndexPut:
+// out (= self, updated in place; any strides) [...] (+)= values[pre, count, post]
+// (any strides, broadcast allowed); self is copied into out first unless it
+// is out.
+struct IndexParams {
+  uint8_t put = 0;
+  uint8_t accumulate = 0;
+  int32_t nidx = 0;
+  int32_t pos = 0;  // first indexed dim of self
+  TensorArg self, indices, values, out;
+};
+
+// Nonzero: out[n, ndim] Int64 (dense) = coordinates of the nonzero elements of
+// `in` (any strides) in row-major order; n must equal their count.
+struct NonzeroParams {
+  TensorArg in, out;
+};
+
+// Isin: out[i] = elements[i] in test (one dtype; any strides) xor invert.
+struct IsinParams {
+  uint8_t invert = 0;
+  TensorArg elements, test, out;  // out Bool, elements' sizes
+};
+
+// Memory-efficient attention (online softmax). q[B, H, L, E], k[B, Hk, S, E],
+// v[B, Hk, S, Ev], out[B, H, L, Ev], lse[B, H, L] Float32; H % Hk == 0 (GQA).
+// mask: optional, Bool (true = keep) or additive in q's dtype, any strides
+// broadcastable to [B, H, L, S] (the compiler passes an expanded type).
+// Dropout: Philox (seed, offset) with probability p, mask element (b,h,i,j).
+struct AttentionParams {
+  uint8_t causal = 0;
+  uint8_t backward = 0;
+  uint8_t has_dropout = 0;
+  int64_t b = 0, h = 0, hk = 0, l = 0, s = 0, e = 0, ev = 0;
+  ScalarArg scale, dropout_p, seed, offset;
+  TensorArg q, k, v, mask, out, lse;
+  TensorArg grad_out, grad_q, grad_k, grad_v;  // backward (grad_q/k/v Float32 accumulators)
+};
+
+// Elementwise activations and math not in UnaryOp, through the elementwise
+// engine (ElementwiseParams; coef[0], coef[1] are op parameters).
+enum class ActOp : uint16_t {
+  Softplus,      // coef0 = beta, coef1 = threshold
+  Mish, Hardswish, Hardsigmoid,
+  Elu,           // coef0 = alpha, coef1 = scale; input_scale folded by the bridge (ops[2] scalar)
+  LeakyRelu,     // coef0 = negative_slope
+  Hardtanh,      // coef0 = min, coef1 = max
+  LogSigmoid, Exp2, Expm1, Log1p, Log2, Log10, Trunc, Frac, Tan, Asin, Acos, Atan, Sinh, Cosh,
+  Asinh, Acosh, Atanh, IsNan, IsInf, IsPosInf, IsNegInf, IsFinite, BitwiseNot, Fmod, Pow,
+  // backward: in0 = grad, in1 = self (or result where noted)
+  SoftplusBackward, MishBackward, HardswishBackward, HardsigmoidBackward,
+  EluBackward,   // in1 = self or result (coef as Elu; ops[3] scalar is_result)
+  LeakyReluBackward, HardtanhBackward, LogSigmoidBackward,
+};
+
+// --- training and vision ops (conv, pooling, upsampling, losses, optimizers)
+
+// FusedAdam / FusedSgd over one contiguous tensor of `numel` elements; the
+// out_* operands may alias the inputs they replace. FusedSgd: exp_avg is the
+// momentum buffer, beta1 = momentum, beta2 = dampening.
+struct FusedOptimParams {
+  uint32_t flags = 0;  // FusedAdam: 1 amsgrad, 2 maximize, 4 AdamW; FusedSgd: 1 nesterov,
+                       // 2 maximize, 4 first step
+  int64_t numel = 0;
+  TensorArg param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq;
+  TensorArg out_param, out_grad, out_exp_avg, out_exp_avg_sq, out_max_exp_avg_sq;
+  TensorArg step, lr_tensor, grad_scale, found_inf;  // 1-element tensors, optional
+  ScalarArg lr, beta1, beta2, weight_decay, eps;
+};
+
+// NormAll: `in` contiguous; out one element.
+struct NormAllParams {
+  TensorArg in, out;
+  ScalarArg ord;
+};
+
+// Dropout, BernoulliTensor, Exponential, Geometric, LogNormal, Randperm,
+// Multinomial (RandomExtraOp). Contiguous operands; Philox draws as RandomParams.
+enum class RandomExtraOp : uint16_t {
+  Dropout, BernoulliTensor, Exponential, Geometric, LogNormal, Randperm, Multinomial,
+};
+struct RandomExtraParams {
+  RandomExtraOp op = RandomExtraOp::Dropout;
+  int32_t replacement = 0;  // Multinomial
+  ScalarArg seed, offset, a, b;
+  TensorArg in, out, mask;  // in: Dropout input, BernoulliTensor p, Multinomial probs
+};
+
+// PointwiseLoss(+Backward), contiguous operands. Forward writes `out`;
+// backward reads grad_out and writes grad_in.
+enum class LossKind : int32_t { Mse, L1, SmoothL1, Huber, BinaryCrossEntropy };
+struct PointwiseLossParams {
+  LossKind kind = LossKind::Mse;
+  int32_t reduction = 1;  // 0 none, 1 mean, 2 sum
+  int64_t numel = 0;
+  TensorArg self, target, weight, out, grad_out, grad_in;
+  ScalarArg param;  // beta / delta
+};
+
+// Convolution through oneDNN; plain row-major operands (NC[D]HW, OI[D]HW).
+// op: 0 forward (src, weights, bias -> dst), 1 backward data (dst holds
+// grad_out, writes src), 2 backward weights (dst = grad_out, src -> weights).
+struct ConvParams {
+  DType dtype = DType::Float32;
+  int32_t op = 0, nsp = 2, transposed = 0, groups = 1;
+  int64_t src_dims[5] = {}, wei_dims[6] = {}, dst_dims[5] = {};  // grouped weights: G first
+  int64_t stride[3] = {}, pad_l[3] = {}, pad_r[3] = {}, dilation[3] = {};  // oneDNN dilation
+  TensorArg src, weights, bias, dst;
+};
+
+// Pooling and upsampling over the last two dims; contiguous operands viewed
+// as [planes, H, W]. Backward ops read `out` (grad_out) and write `in`
+// (grad_in). Pool2dKind selects the op.
+enum class Pool2dKind : int32_t {
+  MaxPool, AvgPool, AvgPoolBackward, AdaptiveAvg, AdaptiveAvgBackward, AdaptiveMax,
+  MaxPoolBackward, UpsampleNearest, UpsampleNearestBackward, UpsampleBilinear,
+  UpsampleBilinearBackward,
+};
+struct Pool2dParams {
+  Pool2dKind kind = Pool2dKind::MaxPool;
+  DType dtype = DType::Float32;
+  int64_t planes = 0, ih = 0, iw = 0, oh = 0, ow = 0;
+  int64_t kh = 1, kw = 1, sh = 1, sw = 1, ph = 0, pw = 0, dh = 1, dw = 1;
+  int32_t count_include_pad = 1, align_corners = 0;
+  int64_t divisor_override = 0;
+  TensorArg in, out, indices;
+  ScalarArg scale_h, scale_w;
+};
+
+// MmInt: exact integer (batched) matrix product with wrapping arithmetic.
+struct MmIntParams {
+  int64_t batch = 1, m = 0, n = 0, k = 0;
+  int64_t a_strides[3] = {}, b_strides[3] = {}, c_strides[3] = {};  // elements
+  TensorArg a, b, out;
+};
+
 static_assert(std::is_trivially_copyable_v<ElementwiseParams>);
 static_assert(std::is_trivially_copyable_v<GemmParams>);
 

@@ -1,0 +1,133 @@
+// Pointwise losses with PyTorch's formulas (ATen/native/Loss.cpp, BinaryOps):
+// mse, l1, smooth_l1 (beta), huber (delta), binary cross entropy (weight
+// optional, logs clamped at -100). Reductions accumulate in double per chunk.
+#include <cmath>
+
+#include "internal.h"
+
+namespace openneuron::kernels {
+namespace detail {
+namespace {
+
+inline double loss_value(LossKind k, double x, double t, double param) {
+  const double d = x - t;
+  switch (k) {
+    case LossKind::Mse: return d * d;
+    case LossKind::L1: return std::fabs(d);
+    case LossKind::SmoothL1: {
+      const double z = std::fabs(d);
+      if (param == 0) return z;
+      return z < param ? 0.5 * z * z / param : z - 0.5 * param;
+    }
+    case LossKind::Huber: {
+      const double z = std::fabs(d);
+      return z < param ? 0.5 * z * z : param * (z - 0.5 * param);
+    }
+    case LossKind::BinaryCrossEntropy:
+      return (t - 1) * std::max(std::log1p(-x), -100.0) - t * std::max(std::log(x), -100.0);
+  }
+  return 0;
+}
+
+// d loss / d x, before the reduction norm.
+inline double loss_grad(LossKind k, double x, double t, double param) {
+  const double d = x - t;
+  switch (k) {
+    case LossKind::Mse: return 2 * d;
+    case LossKind::L1: return d > 0 ? 1.0 : d < 0 ? -1.0 : 0.0;
+    case LossKind::SmoothL1:
+      if (param == 0) return d > 0 ? 1.0 : d < 0 ? -1.0 : 0.0;
+      return d < -param ? -1.0 : d > param ? 1.0 : d / param;
+    case LossKind::Huber: return d < -param ? -param : d > param ? param : d;
+    case LossKind::BinaryCrossEntropy:
+      return (x - t) / std::max((1 - x) * x, 1e-12);
+  }
+  return 0;
+}
+
+template <class T>
+int loss_forward(const void* params, const onrt_arg* args, char* err, size_t errlen) {
+  const auto& p = *static_cast<const PointwiseLossParams*>(params);
+  const int64_t n = p.numel;
+  const T* x = reinterpret_cast<const T*>(p.self.resolve(args));
+  const T* t = reinterpret_cast<const T*>(p.target.resolve(args));
+  const T* w = p.weight.present() ? reinterpret_cast<const T*>(p.weight.resolve(args)) : nullptr;
+  T* out = reinterpret_cast<T*>(p.out.resolve(args));
+  const double param = p.param.as_double(args);
+  const LossKind k = p.kind;
+  if (k == LossKind::BinaryCrossEntropy) {
+    for (int64_t i = 0; i < n; ++i) {
+      const float v = load(x + i);
+      if (!(v >= 0 && v <= 1))
+        return fail(err, errlen, "all elements of input should be between 0 and 1");
+    }
+  }
+  auto elem = [&](int64_t i) {
+    double v = loss_value(k, load(x + i), load(t + i), param);
+    if (w) v *= static_cast<double>(load(w + i));
+    return v;
+  };
+  if (p.reduction == 0) {
+    auto body = [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) store(out + i, static_cast<float>(elem(i)));
+    };
+    parallel_for(n, kGrain, body);
+    return 0;
+  }
+  constexpr int64_t kMaxChunks = 64;
+  const int64_t chunks = std::min<int64_t>(std::max<int64_t>(n / kGrain, 1), kMaxChunks);
+  double part[kMaxChunks] = {};
+  auto body = [&](int64_t cb, int64_t ce) {
+    for (int64_t c = cb; c < ce; ++c) {
+      double s = 0;
+      for (int64_t i = c * n / chunks, e = (c + 1) * n / chunks; i < e; ++i) s += elem(i);
+      part[c] = s;
+    }
+  };
+  parallel_for(chunks, 1, body);
+  double s = 0;
+  for (int64_t c = 0; c < chunks; ++c) s += part[c];
+  if (p.reduction == 1) s = n == 0 ? std::nan("") : s / static_cast<double>(n);
+  store(out, static_cast<float>(s));
+  return 0;
+}
+
+template <class T>
+int loss_backward(const void* params, const onrt_arg* args, char* err, size_t errlen) {
+  const auto& p = *static_cast<const PointwiseLossParams*>(params);
+  const int64_t n = p.numel;
+  const T* x = reinterpret_cast<const T*>(p.self.resolve(args));
+  const T* t = reinterpret_cast<const T*>(p.target.resolve(args));
+  const T* w = p.weight.present() ? reinterpret_cast<const T*>(p.weight.resolve(args)) : nullptr;
+  const T* go = reinterpret_cast<const T*>(p.grad_out.resolve(args));
+  T* gi = reinterpret_cast<T*>(p.grad_in.resolve(args));
+  const double param = p.param.as_double(args);
+  const LossKind k = p.kind;
+  const bool per_elem = p.reduction == 0;
+  const double norm = p.reduction == 1 ? 1.0 / static_cast<double>(n) : 1.0;
+  const double g0 = per_elem ? 0.0 : static_cast<double>(load(go));
+  auto body = [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) {
+      const double g = per_elem ? static_cast<double>(load(go + i)) : g0;
+      double v = loss_grad(k, load(x + i), load(t + i), param) * norm * g;
+      if (w) v *= static_cast<double>(load(w + i));
+      store(gi + i, static_cast<float>(v));
+    }
+  };
+  parallel_for(n, kGrain, body);
+  return 0;
+}
+
+}  // namespace
+}  // namespace detail
+
+onrt_kernel_fn pointwise_loss_kernel(DType dtype, bool backward) {
+  using namespace detail;
+  return visit(dtype, [backward](auto t) -> onrt_kernel_fn {
+    using T = typename decltype(t)::type;
+    if constexpr (is_float3_v<T>) return backward ? &loss_backward<T> : &loss_forward<T>;
+    else return nullptr;
+  });
+}
+
+}  // namespace openneuron::kernels

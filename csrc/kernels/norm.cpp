@@ -1,0 +1,416 @@
+// Normalisation engines: layer norm (and RMS norm), group norm, batch norm,
+// forward and backward. Statistics accumulate in double over float values;
+// x/y/grad are Float32, BFloat16 or Float16 (computed in float), weights and
+// statistics Float32. Work splits over rows (layer/group norm) or channels
+// (batch norm); weight gradients reduce over fixed blocks, so results do not
+// depend on the thread count.
+#include <cmath>
+#include <vector>
+
+#include "internal.h"
+
+namespace openneuron::kernels {
+namespace detail {
+namespace {
+
+// Double sum in 8 fixed lanes (vectorises; order independent of threads).
+inline double dsum(const float* x, int64_t n) {
+  double l[8] = {};
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8)
+    for (int k = 0; k < 8; ++k) l[k] += x[j + k];
+  for (; j < n; ++j) l[0] += x[j];
+  return ((l[0] + l[4]) + (l[1] + l[5])) + ((l[2] + l[6]) + (l[3] + l[7]));
+}
+// Sum of (x - m)^2.
+inline double dsumsq(const float* x, int64_t n, float m) {
+  double l[8] = {};
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8)
+    for (int k = 0; k < 8; ++k) {
+      const float d = x[j + k] - m;
+      l[k] += static_cast<double>(d * d);
+    }
+  for (; j < n; ++j) {
+    const float d = x[j] - m;
+    l[0] += static_cast<double>(d * d);
+  }
+  return ((l[0] + l[4]) + (l[1] + l[5])) + ((l[2] + l[6]) + (l[3] + l[7]));
+}
+// Sum of a*b.
+inline double ddot(const float* a, const float* b, int64_t n) {
+  double l[8] = {};
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8)
+    for (int k = 0; k < 8; ++k) l[k] += static_cast<double>(a[j + k] * b[j + k]);
+  for (; j < n; ++j) l[0] += static_cast<double>(a[j] * b[j]);
+  return ((l[0] + l[4]) + (l[1] + l[5])) + ((l[2] + l[6]) + (l[3] + l[7]));
+}
+
+// A row of T as floats: the row itself for float, else converted into buf.
+template <class T>
+inline const float* as_float(const T* p, int64_t n, float* buf) {
+  if constexpr (std::is_same_v<T, float>) {
+    return p;
+  } else {
+    for (int64_t j = 0; j < n; ++j) buf[j] = load(p + j);
+    return buf;
+  }
+}
+
+template <class T>
+inline void store_row(T* dst, const float* src, int64_t n) {
+  for (int64_t j = 0; j < n; ++j) store(dst + j, src[j]);
+}
+
+template <class T>
+T* tptr(const TensorArg& a, const onrt_arg* args) {
+  return a.present() ? reinterpret_cast<T*>(a.resolve(args)) : nullptr;
+}
+
+// ------------------------------------------------------------ layer norm
+
+template <class T>
+int layer_norm_fwd(const NormParams& p, const onrt_arg* args) {
+  const int64_t M = p.rows, N = p.cols;
+  const T* x = tptr<const T>(p.x, args);
+  T* y = tptr<T>(p.y, args);
+  const float* w = tptr<const float>(p.weight, args);
+  const float* b = tptr<const float>(p.bias, args);
+  float* mean_o = tptr<float>(p.out_mean, args);
+  float* rstd_o = tptr<float>(p.out_rstd, args);
+  const float eps = static_cast<float>(p.eps.as_double(args));
+  const bool rms = p.rms;
+  auto body = [&](int64_t rb, int64_t re) {
+    std::vector<float> buf(std::is_same_v<T, float> ? 0 : N), ob(N);
+    for (int64_t r = rb; r < re; ++r) {
+      const float* xf = as_float(x + r * N, N, buf.data());
+      float mean = 0.f;
+      double var;
+      if (rms) {
+        var = dsumsq(xf, N, 0.f) / static_cast<double>(N);
+      } else {
+        mean = static_cast<float>(dsum(xf, N) / static_cast<double>(N));
+        var = dsumsq(xf, N, mean) / static_cast<double>(N);
+      }
+      const float rstd = static_cast<float>(1.0 / std::sqrt(var + static_cast<double>(eps)));
+      if (mean_o) mean_o[r] = mean;
+      if (rstd_o) rstd_o[r] = rstd;
+      float* o = ob.data();
+      if (w && b) {
+        for (int64_t j = 0; j < N; ++j) o[j] = (xf[j] - mean) * rstd * w[j] + b[j];
+      } else if (w) {
+        for (int64_t j = 0; j < N; ++j) o[j] = (xf[j] - mean) * rstd * w[j];
+      } else if (b) {
+        for (int64_t j = 0; j < N; ++j) o[j] = (xf[j] - mean) * rstd + b[j];
+      } else {
+        for (int64_t j = 0; j < N; ++j) o[j] = (xf[j] - mean) * rstd;
+      }
+      store_row(y + r * N, o, N);
+    }
+  };
+  parallel_for(M, std::max<int64_t>(1, kGrain / std::max<int64_t>(N, 1)), body);
+  return 0;
+}
+
+template <class T>
+int layer_norm_bwd(const NormParams& p, const onrt_arg* args) {
+  const int64_t M = p.rows, N = p.cols;
+  const T* dy = tptr<const T>(p.grad, args);
+  const T* x = tptr<const T>(p.x, args);
+  const float* mean = tptr<const float>(p.mean, args);
+  const float* rstd = tptr<const float>(p.rstd, args);
+  const float* w = tptr<const float>(p.weight, args);
+  const bool rms = p.rms;
+  if ((p.mask & 1) && p.dx.present()) {
+    T* dx = tptr<T>(p.dx, args);
+    auto body = [&](int64_t rb, int64_t re) {
+      std::vector<float> xb(N), gb(N), g(N), xh(N);
+      for (int64_t r = rb; r < re; ++r) {
+        const float* xf = as_float(x + r * N, N, xb.data());
+        const float* df = as_float(dy + r * N, N, gb.data());
+        const float m = rms ? 0.f : mean[r], rs = rstd[r];
+        for (int64_t j = 0; j < N; ++j) {
+          g[j] = w ? df[j] * w[j] : df[j];
+          xh[j] = (xf[j] - m) * rs;
+        }
+        const float a = rms ? 0.f : static_cast<float>(dsum(g.data(), N) / static_cast<double>(N));
+        const float c = static_cast<float>(ddot(g.data(), xh.data(), N) / static_cast<double>(N));
+        for (int64_t j = 0; j < N; ++j) g[j] = rs * (g[j] - a - xh[j] * c);
+        store_row(dx + r * N, g.data(), N);
+      }
+    };
+    parallel_for(M, std::max<int64_t>(1, kGrain / std::max<int64_t>(N, 1)), body);
+  }
+  float* dw = (p.mask & 2) ? tptr<float>(p.dweight, args) : nullptr;
+  float* db = (p.mask & 4) ? tptr<float>(p.dbias, args) : nullptr;
+  if (!dw && !db) return 0;
+  // Column blocks: each task sums every row of its columns in row order.
+  constexpr int64_t kCols = 64;
+  const int64_t blocks = (N + kCols - 1) / kCols;
+  auto body = [&](int64_t bb, int64_t be) {
+    double aw[kCols], ab[kCols];
+    for (int64_t blk = bb; blk < be; ++blk) {
+      const int64_t j0 = blk * kCols, nj = std::min(kCols, N - j0);
+      for (int64_t j = 0; j < nj; ++j) aw[j] = ab[j] = 0;
+      for (int64_t r = 0; r < M; ++r) {
+        const T* xr = x + r * N + j0;
+        const T* gr = dy + r * N + j0;
+        const float m = rms ? 0.f : mean[r], rs = rstd[r];
+        for (int64_t j = 0; j < nj; ++j) {
+          const float gv = load(gr + j);
+          aw[j] += static_cast<double>(gv * ((load(xr + j) - m) * rs));
+          ab[j] += gv;
+        }
+      }
+      for (int64_t j = 0; j < nj; ++j) {
+        if (dw) dw[j0 + j] = static_cast<float>(aw[j]);
+        if (db) db[j0 + j] = static_cast<float>(ab[j]);
+      }
+    }
+  };
+  parallel_for(blocks, std::max<int64_t>(1, kGrain / std::max<int64_t>(M * kCols, 1)), body);
+  return 0;
+}
+
+// ------------------------------------------------------------ group norm
+
+template <class T>
+int group_norm_fwd(const NormParams& p, const onrt_arg* args) {
+  const int64_t N = p.n, C = p.c, HW = p.hw, G = p.groups;
+  const int64_t Cg = C / G, D = Cg * HW;
+  const T* x = tptr<const T>(p.x, args);
+  T* y = tptr<T>(p.y, args);
+  const float* w = tptr<const float>(p.weight, args);
+  const float* b = tptr<const float>(p.bias, args);
+  float* mean_o = tptr<float>(p.out_mean, args);
+  float* rstd_o = tptr<float>(p.out_rstd, args);
+  const double eps = p.eps.as_double(args);
+  auto body = [&](int64_t rb, int64_t re) {
+    std::vector<float> buf(std::is_same_v<T, float> ? 0 : D), ob(HW);
+    for (int64_t r = rb; r < re; ++r) {
+      const float* xf = as_float(x + r * D, D, buf.data());
+      const float mean = D ? static_cast<float>(dsum(xf, D) / static_cast<double>(D)) : 0.f;
+      const double var = D ? dsumsq(xf, D, mean) / static_cast<double>(D) : 0.0;
+      const float rstd = static_cast<float>(1.0 / std::sqrt(var + eps));
+      mean_o[r] = mean;
+      rstd_o[r] = rstd;
+      const int64_t g = r % G;
+      for (int64_t ci = 0; ci < Cg; ++ci) {
+        const int64_t c = g * Cg + ci;
+        const float sc = rstd * (w ? w[c] : 1.f);
+        const float sh = (b ? b[c] : 0.f) - mean * sc;
+        const float* xc = xf + ci * HW;
+        for (int64_t j = 0; j < HW; ++j) ob[j] = xc[j] * sc + sh;
+        store_row(y + r * D + ci * HW, ob.data(), HW);
+      }
+    }
+  };
+  parallel_for(N * G, std::max<int64_t>(1, kGrain / std::max<int64_t>(D, 1)), body);
+  return 0;
+}
+
+template <class T>
+int group_norm_bwd(const NormParams& p, const onrt_arg* args) {
+  const int64_t N = p.n, C = p.c, HW = p.hw, G = p.groups;
+  const int64_t Cg = C / G, D = Cg * HW;
+  const T* dy = tptr<const T>(p.grad, args);
+  const T* x = tptr<const T>(p.x, args);
+  const float* mean = tptr<const float>(p.mean, args);
+  const float* rstd = tptr<const float>(p.rstd, args);
+  const float* w = tptr<const float>(p.weight, args);
+  // Per (n, c): ds = sum(dy * x), db = sum(dy) over hw.
+  std::vector<double> ds(N * C), dbs(N * C);
+  auto sums = [&](int64_t b0, int64_t e0) {
+    std::vector<float> xb(HW), gb(HW);
+    for (int64_t nc = b0; nc < e0; ++nc) {
+      const float* xf = as_float(x + nc * HW, HW, xb.data());
+      const float* gf = as_float(dy + nc * HW, HW, gb.data());
+      ds[nc] = ddot(gf, xf, HW);
+      dbs[nc] = dsum(gf, HW);
+    }
+  };
+  parallel_for(N * C, std::max<int64_t>(1, kGrain / std::max<int64_t>(HW, 1)), sums);
+  if ((p.mask & 1) && p.dx.present()) {
+    T* dx = tptr<T>(p.dx, args);
+    auto body = [&](int64_t rb, int64_t re) {
+      std::vector<float> xb(HW), gb(HW), ob(HW);
+      for (int64_t r = rb; r < re; ++r) {
+        const int64_t n = r / G, g = r % G;
+        double s1 = 0, s2 = 0;
+        for (int64_t ci = 0; ci < Cg; ++ci) {
+          const int64_t c = g * Cg + ci;
+          const double wc = w ? w[c] : 1.0;
+          s1 += ds[n * C + c] * wc;
+          s2 += dbs[n * C + c] * wc;
+        }
+        const double m = mean[r], rs = rstd[r];
+        const double c2 = (s2 * m - s1) * rs * rs * rs / static_cast<double>(D);
+        const double c3 = -c2 * m - s2 * rs / static_cast<double>(D);
+        for (int64_t ci = 0; ci < Cg; ++ci) {
+          const int64_t c = g * Cg + ci;
+          const float c1 = static_cast<float>(rs * (w ? w[c] : 1.0));
+          const float* xf = as_float(x + r * D + ci * HW, HW, xb.data());
+          const float* gf = as_float(dy + r * D + ci * HW, HW, gb.data());
+          const float f2 = static_cast<float>(c2), f3 = static_cast<float>(c3);
+          for (int64_t j = 0; j < HW; ++j) ob[j] = c1 * gf[j] + f2 * xf[j] + f3;
+          store_row(dx + r * D + ci * HW, ob.data(), HW);
+        }
+      }
+    };
+    parallel_for(N * G, std::max<int64_t>(1, kGrain / std::max<int64_t>(D, 1)), body);
+  }
+  float* dw = (p.mask & 2) ? tptr<float>(p.dweight, args) : nullptr;
+  float* db = (p.mask & 4) ? tptr<float>(p.dbias, args) : nullptr;
+  for (int64_t c = 0; c < C && (dw || db); ++c) {
+    double aw = 0, ab = 0;
+    const int64_t g = c / Cg;
+    for (int64_t n = 0; n < N; ++n) {
+      aw += (ds[n * C + c] - static_cast<double>(mean[n * G + g]) * dbs[n * C + c]) * rstd[n * G + g];
+      ab += dbs[n * C + c];
+    }
+    if (dw) dw[c] = static_cast<float>(aw);
+    if (db) db[c] = static_cast<float>(ab);
+  }
+  return 0;
+}
+
+// ------------------------------------------------------------ batch norm
+
+template <class T>
+int batch_norm_fwd(const NormParams& p, const onrt_arg* args) {
+  const int64_t N = p.n, C = p.c, HW = p.hw;
+  const int64_t cnt = N * HW;
+  const T* x = tptr<const T>(p.x, args);
+  T* y = tptr<T>(p.y, args);
+  const float* w = tptr<const float>(p.weight, args);
+  const float* b = tptr<const float>(p.bias, args);
+  float* rm = tptr<float>(p.running_mean, args);
+  float* rv = tptr<float>(p.running_var, args);
+  float* mean_o = tptr<float>(p.out_mean, args);
+  float* invstd_o = tptr<float>(p.out_rstd, args);
+  const double eps = p.eps.as_double(args);
+  const double mom = p.momentum.as_double(args);
+  const bool train = p.training;
+  auto body = [&](int64_t cb, int64_t ce) {
+    std::vector<float> buf(HW), ob(HW);
+    for (int64_t c = cb; c < ce; ++c) {
+      float mean, invstd;
+      if (train) {
+        double s = 0;
+        for (int64_t n = 0; n < N; ++n) s += dsum(as_float(x + (n * C + c) * HW, HW, buf.data()), HW);
+        mean = cnt ? static_cast<float>(s / static_cast<double>(cnt)) : 0.f;
+        double q = 0;
+        for (int64_t n = 0; n < N; ++n)
+          q += dsumsq(as_float(x + (n * C + c) * HW, HW, buf.data()), HW, mean);
+        const double var = cnt ? q / static_cast<double>(cnt) : 0.0;
+        invstd = static_cast<float>(1.0 / std::sqrt(var + eps));
+        if (mean_o) mean_o[c] = mean;
+        if (invstd_o) invstd_o[c] = invstd;
+        if (rm) rm[c] = static_cast<float>((1 - mom) * rm[c] + mom * mean);
+        if (rv) {
+          const double unbiased = cnt > 1 ? q / static_cast<double>(cnt - 1) : NAN;
+          rv[c] = static_cast<float>((1 - mom) * rv[c] + mom * unbiased);
+        }
+      } else {
+        mean = rm[c];
+        invstd = static_cast<float>(1.0 / std::sqrt(static_cast<double>(rv[c]) + eps));
+      }
+      const float sc = invstd * (w ? w[c] : 1.f);
+      const float sh = (b ? b[c] : 0.f) - mean * sc;
+      for (int64_t n = 0; n < N; ++n) {
+        const float* xf = as_float(x + (n * C + c) * HW, HW, buf.data());
+        for (int64_t j = 0; j < HW; ++j) ob[j] = xf[j] * sc + sh;
+        store_row(y + (n * C + c) * HW, ob.data(), HW);
+      }
+    }
+  };
+  parallel_for(C, std::max<int64_t>(1, kGrain / std::max<int64_t>(cnt, 1)), body);
+  return 0;
+}
+
+template <class T>
+int batch_norm_bwd(const NormParams& p, const onrt_arg* args) {
+  const int64_t N = p.n, C = p.c, HW = p.hw;
+  const int64_t cnt = N * HW;
+  const T* dy = tptr<const T>(p.grad, args);
+  const T* x = tptr<const T>(p.x, args);
+  const float* w = tptr<const float>(p.weight, args);
+  const bool train = p.training;
+  const float* sm = tptr<const float>(train ? p.mean : p.running_mean, args);
+  const float* sv = tptr<const float>(train ? p.rstd : p.running_var, args);
+  const double eps = p.eps.as_double(args);
+  T* dx = (p.mask & 1) ? tptr<T>(p.dx, args) : nullptr;
+  float* dw = (p.mask & 2) ? tptr<float>(p.dweight, args) : nullptr;
+  float* db = (p.mask & 4) ? tptr<float>(p.dbias, args) : nullptr;
+  auto body = [&](int64_t cb, int64_t ce) {
+    std::vector<float> xb(HW), gb(HW), ob(HW);
+    for (int64_t c = cb; c < ce; ++c) {
+      const float mean = sm[c];
+      const float invstd =
+          train ? sv[c] : static_cast<float>(1.0 / std::sqrt(static_cast<double>(sv[c]) + eps));
+      double sdy = 0, dot = 0;
+      for (int64_t n = 0; n < N; ++n) {
+        const float* xf = as_float(x + (n * C + c) * HW, HW, xb.data());
+        const float* gf = as_float(dy + (n * C + c) * HW, HW, gb.data());
+        double l = 0;
+        for (int64_t j = 0; j < HW; ++j) l += static_cast<double>(gf[j] * (xf[j] - mean));
+        dot += l;
+        sdy += dsum(gf, HW);
+      }
+      if (dw) dw[c] = static_cast<float>(dot * invstd);
+      if (db) db[c] = static_cast<float>(sdy);
+      if (!dx) continue;
+      const float wc = w ? w[c] : 1.f;
+      if (train) {
+        const float k = static_cast<float>(dot * invstd * invstd / static_cast<double>(cnt));
+        const float gm = static_cast<float>(sdy / static_cast<double>(cnt));
+        const float sc = invstd * wc;
+        for (int64_t n = 0; n < N; ++n) {
+          const float* xf = as_float(x + (n * C + c) * HW, HW, xb.data());
+          const float* gf = as_float(dy + (n * C + c) * HW, HW, gb.data());
+          for (int64_t j = 0; j < HW; ++j) ob[j] = (gf[j] - gm - (xf[j] - mean) * k) * sc;
+          store_row(dx + (n * C + c) * HW, ob.data(), HW);
+        }
+      } else {
+        const float sc = invstd * wc;
+        for (int64_t n = 0; n < N; ++n) {
+          const float* gf = as_float(dy + (n * C + c) * HW, HW, gb.data());
+          for (int64_t j = 0; j < HW; ++j) ob[j] = gf[j] * sc;
+          store_row(dx + (n * C + c) * HW, ob.data(), HW);
+        }
+      }
+    }
+  };
+  parallel_for(C, std::max<int64_t>(1, kGrain / std::max<int64_t>(cnt, 1)), body);
+  return 0;
+}
+
+template <class T>
+int norm_entry(const void* params, const onrt_arg* args, char* err, size_t errlen) {
+  const auto& p = *static_cast<const NormParams*>(params);
+  switch (p.op) {
+    case NormOp::LayerNorm: return layer_norm_fwd<T>(p, args);
+    case NormOp::LayerNormBackward: return layer_norm_bwd<T>(p, args);
+    case NormOp::GroupNorm: return group_norm_fwd<T>(p, args);
+    case NormOp::GroupNormBackward: return group_norm_bwd<T>(p, args);
+    case NormOp::BatchNorm: return batch_norm_fwd<T>(p, args);
+    case NormOp::BatchNormBackward: return batch_norm_bwd<T>(p, args);
+  }
+  return fail(err, errlen, "unknown norm op");
+}
+
+}  // namespace
+}  // namespace detail
+
+onrt_kernel_fn norm_kernel(DType dtype) {
+  using namespace detail;
+  switch (dtype) {
+    case DType::Float32: return &norm_entry<float>;
+    case DType::BFloat16: return &norm_entry<bf16>;
+    case DType::Float16: return &norm_entry<f16>;
+    default: return nullptr;
+  }
+}
+
+}  // namespace openneuron::kernels

@@ -1,0 +1,1 @@
+"""Command-line tools of OpenNeuron (`openneuron ...`): benchmark reports, cost per work."""

@@ -1,0 +1,282 @@
+"""Native pow/isin, gather/scatter, advanced indexing, sort/topk, flip/roll,
+var/std and vector norms against the CPU."""
+
+import pytest
+import torch
+
+import openneuron
+
+
+@pytest.fixture(autouse=True)
+def no_fallback(monkeypatch):
+    monkeypatch.setenv("OPENNEURON_FALLBACK", "error")
+
+
+def dev(x):
+    return x.to("neuron") if isinstance(x, torch.Tensor) else x
+
+
+def same(fn, *args, rtol=1.3e-6, atol=1e-5, exact=False):
+    cpu = fn(*args)
+    out = fn(*[dev(a) for a in args])
+    cpus = cpu if isinstance(cpu, (tuple, list)) else [cpu]
+    outs = out if isinstance(out, (tuple, list)) else [out]
+    for c, d in zip(cpus, outs):
+        assert d.device.type == "neuron"
+        torch.testing.assert_close(d.cpu(), c, rtol=0 if exact else rtol, atol=0 if exact else atol,
+                                   equal_nan=True)
+
+
+X = torch.randn(6, 7, 5)
+
+
+@pytest.mark.parametrize("e", [2, 3, 0.5, -1, 1, 0, 2.5, -0.5])
+def test_pow_scalar(neuron, e):
+    x = X.abs() + 0.1
+    same(lambda a: a.pow(e), x)
+    same(lambda a: a.pow(e), x.to(torch.bfloat16), rtol=1.6e-2, atol=1e-2)
+    same(lambda a: torch.pow(a, e), X.transpose(0, 2).abs())
+
+
+def test_pow_variants_and_errors(neuron):
+    same(lambda a, b: torch.pow(a, b), X.abs(), torch.randn(7, 1))
+    same(lambda a: torch.pow(2.0, a), X)
+    same(lambda a: a.pow(3), torch.arange(-5, 5), exact=True)
+    same(lambda a: a.clone().pow_(2), X)
+    same(lambda a: a.pow(2).mean(-1, keepdim=True), X)  # HF RMSNorm
+    with pytest.raises(RuntimeError, match="Integers to negative integer powers are not allowed"):
+        torch.arange(3, device=neuron).pow(-1)
+
+
+def test_pow_backward(neuron):
+    x = (X.abs() + 0.1).requires_grad_()
+    xd = x.detach().to(neuron).requires_grad_()
+    x.pow(3).sum().backward()
+    xd.pow(3).sum().backward()
+    torch.testing.assert_close(xd.grad.cpu(), x.grad)
+
+
+def test_floor_divide(neuron):
+    same(lambda a, b: torch.floor_divide(a, b), torch.arange(-7, 7), torch.tensor(3), exact=True)
+    same(lambda a, b: torch.floor_divide(a, b), X, X.abs() + 0.5)
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.float32])
+def test_isin(neuron, dtype):
+    el = torch.randint(0, 20, (4, 9)).to(dtype)
+    test = torch.tensor([3, 5, 7, 100]).to(dtype)
+    same(lambda a, b: torch.isin(a, b), el, test, exact=True)
+    same(lambda a, b: torch.isin(a, b, invert=True), el, test, exact=True)
+    same(lambda a: torch.isin(a, 5), el, exact=True)
+    same(lambda b: torch.isin(5, b), test, exact=True)
+    same(lambda a, b: torch.isin(a, b), el, test[:0], exact=True)
+
+
+def test_isin_nan(neuron):
+    a = torch.tensor([1.0, float("nan"), 2.0])
+    same(lambda a, b: torch.isin(a, b), a, torch.tensor([float("nan"), 2.0]), exact=True)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int32])
+def test_gather_scatter(neuron, dtype):
+    x = (X * 10).to(dtype)
+    idx = torch.randint(0, 7, (6, 4, 5))
+    same(lambda a, i: torch.gather(a, 1, i), x, idx, exact=True)
+    same(lambda a, i: torch.gather(a.transpose(0, 2), 1, i.transpose(0, 2)), x, idx, exact=True)
+    src = (torch.randn(6, 4, 5) * 10).to(dtype)
+    same(lambda a, i, s: a.scatter(1, i, s), x, idx, src, exact=dtype == torch.int32)
+    same(lambda a, i: a.clone().scatter_(1, i, 3), x, idx, exact=True)
+    same(lambda a, i, s: a.scatter_add(1, i, s), x, idx, src, rtol=1.6e-2, atol=1e-1)
+    same(lambda a, i, s: a.scatter(1, i, s, reduce="add"), x, idx, src, rtol=1.6e-2, atol=1e-1)
+
+
+def test_scatter_unique_index_exact(neuron):
+    x = torch.zeros(3, 8)
+    idx = torch.stack([torch.randperm(8)[:5] for _ in range(3)])
+    src = torch.randn(3, 5)
+    same(lambda a, i, s: a.scatter(1, i, s), x, idx, src, exact=True)
+
+
+@pytest.mark.parametrize("reduce", ["sum", "prod", "amax", "amin", "mean"])
+@pytest.mark.parametrize("include_self", [True, False])
+def test_scatter_reduce(neuron, reduce, include_self):
+    x = torch.randn(5, 6)
+    idx = torch.randint(0, 6, (5, 9))
+    src = torch.randn(5, 9)
+    same(lambda a, i, s: a.scatter_reduce(1, i, s, reduce, include_self=include_self), x, idx, src)
+    xi = torch.randint(-9, 9, (5, 6))
+    si = torch.randint(-9, 9, (5, 9))
+    same(lambda a, i, s: a.scatter_reduce(0, i[:, :6] % 5, s[:, :6], reduce, include_self=include_self),
+         xi, idx, si, exact=True)
+
+
+def test_gather_scatter_backward(neuron):
+    x = torch.randn(4, 6, requires_grad=True)
+    idx = torch.randint(0, 6, (4, 3))
+    xd = x.detach().to(neuron).requires_grad_()
+    torch.gather(x, 1, idx).pow(2).sum().backward()
+    torch.gather(xd, 1, idx.to(neuron)).pow(2).sum().backward()
+    torch.testing.assert_close(xd.grad.cpu(), x.grad)
+
+
+def test_gather_scatter_errors(neuron):
+    x = torch.randn(3, 4, device=neuron)
+    with pytest.raises(RuntimeError, match="Expected dtype int64 for index"):
+        torch.gather(x, 1, torch.zeros(3, 4, dtype=torch.int32, device=neuron))
+    with pytest.raises(RuntimeError, match="Index tensor must have the same number of dimensions"):
+        torch.gather(x, 1, torch.zeros(3, dtype=torch.long, device=neuron))
+    with pytest.raises(RuntimeError, match="reduce argument must be either sum, prod, mean, amax or amin"):
+        x.scatter_reduce(1, torch.zeros(3, 4, dtype=torch.long, device=neuron), x, "max")
+    with pytest.raises(RuntimeError, match="out of bounds"):
+        torch.gather(x, 1, torch.full((3, 4), 9, device=neuron)).cpu()
+
+
+def test_index_add_copy(neuron):
+    x = torch.randn(5, 4)
+    idx = torch.tensor([0, 2, 2, 4])
+    src = torch.randn(5, 4)
+    same(lambda a, i, s: a.index_add(1, i, s), x, idx, src)
+    same(lambda a, i, s: a.index_add(1, i, s, alpha=-2.5), x, idx, src)
+    same(lambda a, i, s: a.index_add(0, i, s[:4]), x, idx, src)
+    same(lambda a, i, s: a.index_copy(0, torch.tensor([4, 0, 1, 3]).to(a.device), s[:4]), x, idx, src, exact=True)
+    with pytest.raises(IndexError, match="Number of indices"):
+        x.to(neuron).index_add(0, idx.to(neuron), src.to(neuron))
+
+
+def test_advanced_indexing(neuron):
+    x = torch.randn(6, 7, 5)
+    i = torch.tensor([0, 5, 2, 2, -1])
+    j = torch.tensor([[1, 0], [6, 3]])
+    same(lambda a, i: a[i], x, i, exact=True)
+    same(lambda a, i: a[:, i], x, i, exact=True)
+    same(lambda a, i: a[..., i], x, i, exact=True)
+    same(lambda a, j: a[j, :, j], x, j % 5, exact=True)  # non-adjacent: indexed dims first
+    same(lambda a, j: a[1:4, j], x, j, exact=True)
+    same(lambda a, i, j: a[i[:2], j[0]], x, i, j, exact=True)
+    same(lambda a: a.transpose(0, 1)[torch.tensor([3, 1], device=a.device)], x, exact=True)
+    m = x[..., 0] > 0
+    same(lambda a, m: a[m], x, m, exact=True)
+    same(lambda a, m: torch.masked_select(a, m), x, m.unsqueeze(-1), exact=True)
+    same(lambda a: torch.nonzero(a > 0.5), x, exact=True)
+    same(lambda a: (a > 0.5).nonzero(as_tuple=True), x, exact=True)
+    gpt2 = torch.randn(2, 9, 11)
+    same(lambda a, b: a[torch.arange(2, device=a.device), b], gpt2, torch.tensor([8, 3]), exact=True)
+
+
+def test_index_put(neuron):
+    x = torch.randn(6, 5)
+    i = torch.tensor([0, 2, 2, 5])
+    v = torch.randn(4, 5)
+    same(lambda a, i, v: a.clone().index_put_((i,), v, accumulate=True), x, i, v)
+    same(lambda a, i, v: a.clone().index_put_((i[:2], i[2:] % 5), v[0, :2]), x, i, v, exact=True)
+    m = x > 0
+    same(lambda a, m: a.clone().masked_fill(m, 0.0), x, m, exact=True)
+
+    def setitem(a, m):
+        a = a.clone()
+        a[m] = 7.0
+        return a
+
+    same(setitem, x, m, exact=True)
+
+    def setrow(a, i):
+        a = a.clone()
+        a[:, i[1:3]] = 1.5
+        return a
+
+    same(setrow, x, i, exact=True)
+    with pytest.raises(RuntimeError, match="Index put requires the source and destination dtypes match"):
+        x.to(neuron).index_put_((i.to(neuron),), torch.ones(4, 5, dtype=torch.long, device=neuron))
+
+
+def test_index_backward(neuron):
+    x = torch.randn(6, 5, requires_grad=True)
+    i = torch.tensor([0, 2, 2, 5])
+    xd = x.detach().to(neuron).requires_grad_()
+    (x[i] * torch.arange(5.0)).sum().backward()
+    (xd[i.to(neuron)] * torch.arange(5.0, device=neuron)).sum().backward()
+    torch.testing.assert_close(xd.grad.cpu(), x.grad)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64])
+def test_sort_topk(neuron, dtype):
+    x = torch.randint(-5, 5, (4, 30)).to(dtype)  # many ties: stable order matters
+    same(lambda a: torch.sort(a, stable=True), x, exact=True)
+    same(lambda a: torch.sort(a, dim=0, descending=True, stable=True), x, exact=True)
+    same(lambda a: torch.argsort(a, stable=True), x, exact=True)
+    same(lambda a: torch.topk(a, 5).values, x, exact=True)
+    same(lambda a: torch.topk(a, 5, dim=0, largest=False).values, x, exact=True)
+    y = torch.randn(3, 50).to(dtype) if dtype != torch.int64 else torch.randperm(150).view(3, 50)
+    same(lambda a: torch.topk(a, 7), y, exact=True)  # no ties: indices too
+
+
+def test_sort_nan_and_errors(neuron):
+    x = torch.tensor([3.0, float("nan"), -1.0, float("nan"), 2.0])
+    same(lambda a: torch.sort(a, stable=True), x, exact=True)
+    same(lambda a: torch.sort(a, descending=True, stable=True), x, exact=True)
+    with pytest.raises(RuntimeError, match="selected index k out of range"):
+        torch.topk(x.to(neuron), 6)
+
+
+def test_sort_backward(neuron):
+    x = torch.randn(3, 8, requires_grad=True)
+    xd = x.detach().to(neuron).requires_grad_()
+    (torch.topk(x, 3).values * 2).sum().backward()
+    (torch.topk(xd, 3).values * 2).sum().backward()
+    torch.testing.assert_close(xd.grad.cpu(), x.grad)
+
+
+def test_flip_roll(neuron):
+    same(lambda a: torch.flip(a, [0, 2]), X, exact=True)
+    same(lambda a: torch.flip(a.transpose(0, 1), [-1]), X, exact=True)
+    same(lambda a: torch.roll(a, 2, 1), X, exact=True)
+    same(lambda a: torch.roll(a, (-3, 8), (0, 2)), X, exact=True)
+    same(lambda a: torch.roll(a, 4), X, exact=True)
+    with pytest.raises(RuntimeError, match="shifts and dimensions must align"):
+        torch.roll(X.to(neuron), (1, 2), (0,))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_var_std(neuron, dtype):
+    tol = dict(rtol=1.6e-2, atol=1e-2) if dtype == torch.bfloat16 else {}
+    x = X.to(dtype)
+    same(lambda a: a.var(), x, **tol)
+    same(lambda a: a.var(1), x, **tol)
+    same(lambda a: a.std((0, 2), keepdim=True, correction=0), x, **tol)
+    same(lambda a: torch.var_mean(a, -1), x, **tol)
+    same(lambda a: torch.std_mean(a, 0, correction=2), x, **tol)
+    same(lambda a: a[:1].var(0), x, **tol)  # one sample: nan
+    with pytest.raises(RuntimeError, match="std only supports floating-point"):
+        torch.arange(3, device=neuron).std()
+
+
+def test_var_backward(neuron):
+    x = torch.randn(4, 9, requires_grad=True)
+    xd = x.detach().to(neuron).requires_grad_()
+    x.std(1).sum().backward()
+    xd.std(1).sum().backward()
+    torch.testing.assert_close(xd.grad.cpu(), x.grad, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("ord", [2, 1, float("inf"), -float("inf"), 0, 3.5])
+def test_vector_norm(neuron, ord):
+    same(lambda a: torch.linalg.vector_norm(a, ord), X)
+    same(lambda a: torch.linalg.vector_norm(a, ord, dim=1, keepdim=True), X)
+    same(lambda a: torch.linalg.vector_norm(a, ord, dim=(0, 2)), X.to(torch.bfloat16), rtol=1.6e-2, atol=1e-2)
+
+
+def test_vector_norm_backward_and_clip(neuron):
+    x = torch.randn(5, 6, requires_grad=True)
+    xd = x.detach().to(neuron).requires_grad_()
+    torch.linalg.vector_norm(x, dim=1).sum().backward()
+    torch.linalg.vector_norm(xd, dim=1).sum().backward()
+    torch.testing.assert_close(xd.grad.cpu(), x.grad)
+
+
+def test_composites_stay_native(neuron):
+    x = torch.randn(4, 6)
+    same(lambda a: torch.logsumexp(a, 1), x)
+    same(lambda a: torch.nn.functional.pad(a, (1, 2, 0, 1), value=3.0), x, exact=True)
+    same(lambda a: a.repeat(2, 3), x, exact=True)
+    w = torch.randn(10, 3)
+    same(lambda w, i: torch.nn.functional.embedding(i, w), w, torch.tensor([[1, 9], [0, 0]]), exact=True)

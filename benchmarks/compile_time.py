@@ -23,7 +23,6 @@ from .timing import describe
 
 # backend -> column name in the report; "neuron" becomes measurable when it is registered.
 BACKENDS = {"inductor": "inductor_cpu", "neuron": "neuron_compiled"}
-NOT_BUILT = "not built yet (torch.compile backend 'neuron' lands with the compiler issue)"
 
 
 def child(workload_key: str, backend: str, dtype_name: str, out: str) -> None:

@@ -27,7 +27,9 @@ REPO = Path(__file__).resolve().parent.parent
 LOGS = REPO / "build" / "bench" / "logs"
 RESULTS = REPO / "benchmarks" / "results"
 # Seconds kept back per compile-row workload (cold + warm process), which runs last.
-COMPILE_RESERVE_S = 60.0
+COMPILE_RESERVE_S = 70.0
+# A model worker late in a run still gets this long: less would only kill it mid-compile.
+MIN_MODEL_BUDGET_S = 30.0
 
 
 def child_env(threads: int) -> dict[str, str]:
@@ -112,13 +114,13 @@ class Runner:
             weights = [MODEL_WEIGHT.get(m, 1.0) for m, _ in jobs[i:]]
             reserve = COMPILE_RESERVE_S * len(self.profile.compile_workloads)
             left = max(self.remaining() - reserve, 0.0)
-            budget = max(left * weights[0] / sum(weights), 20.0)
+            budget = max(left * weights[0] / sum(weights), MIN_MODEL_BUDGET_S)
             out = self.log_dir / f"models-{model}-{dtype}.jsonl"
             out.unlink(missing_ok=True)
             error = self.child(f"models-{model}-{dtype}", "benchmarks.model_worker",
                                ["--model", model, "--dtype", dtype, "--policy", json.dumps(policy),
                                 "--budget", f"{budget:.0f}", "--out", str(out)],
-                               timeout=2 * budget + 90)
+                               timeout=2 * budget + 120)
             done = [json.loads(line) for line in out.read_text().splitlines()] if out.exists() else []
             rows.extend(done)
             finished = {r["workload"] for r in done}

@@ -169,6 +169,8 @@ void lower_norm_all(LowerCtx&);
 void lower_random_extra(LowerCtx&);
 void lower_dropout_backward(LowerCtx&);
 void lower_pointwise_loss(LowerCtx&);
+void lower_conv(LowerCtx&);
+void lower_pool2d(LowerCtx&);
 
 
 }  // namespace openneuron::compiler::detail

@@ -136,6 +136,20 @@ constexpr Entry kTable[] = {
     {Op::DropoutBackward, lower_dropout_backward},
     {Op::PointwiseLoss, lower_pointwise_loss},
     {Op::PointwiseLossBackward, lower_pointwise_loss},
+    {Op::Convolution, lower_conv},
+    {Op::ConvolutionBackwardInput, lower_conv},
+    {Op::ConvolutionBackwardWeight, lower_conv},
+    {Op::MaxPool2d, lower_pool2d},
+    {Op::AvgPool2d, lower_pool2d},
+    {Op::AvgPool2dBackward, lower_pool2d},
+    {Op::AdaptiveAvgPool2d, lower_pool2d},
+    {Op::AdaptiveAvgPool2dBackward, lower_pool2d},
+    {Op::AdaptiveMaxPool2d, lower_pool2d},
+    {Op::MaxPool2dBackward, lower_pool2d},
+    {Op::UpsampleNearest2d, lower_pool2d},
+    {Op::UpsampleNearest2dBackward, lower_pool2d},
+    {Op::UpsampleBilinear2d, lower_pool2d},
+    {Op::UpsampleBilinear2dBackward, lower_pool2d},
 
 };
 

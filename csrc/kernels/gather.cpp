@@ -109,7 +109,7 @@ int scatter_entry(const void* params, const onrt_arg* args, char* err, size_t er
   const int64_t lines = dom.numel() / D;
   const bool needs_count = op == ScatterOp::ScatterMean ||
                            (!p.include_self && (op == ScatterOp::ScatterProd || op == ScatterOp::ScatterAmax ||
-                                                op == ScatterOp::ScatterAmin || op == ScatterOp::ScatterMean));
+                                                op == ScatterOp::ScatterAmin || op == ScatterOp::ScatterAdd));
   auto body = [&](int64_t b, int64_t e) {
     std::vector<int64_t> cnt;
     if (needs_count) cnt.resize(tsize);
@@ -135,8 +135,13 @@ int scatter_entry(const void* params, const onrt_arg* args, char* err, size_t er
         switch (op) {
           case ScatterOp::Scatter:
           case ScatterOp::IndexCopy: store(dst, s); break;
-          case ScatterOp::ScatterAdd: store(dst, add_w(load(dst), s)); break;
           case ScatterOp::IndexAdd: store(dst, add_w(load(dst), mul_w(value, s))); break;
+          case ScatterOp::ScatterAdd:
+            if (!needs_count) {
+              store(dst, add_w(load(dst), s));
+              break;
+            }
+            [[fallthrough]];
           default: {
             const bool first = needs_count && cnt[idx] == 0;
             if (needs_count) ++cnt[idx];
@@ -147,7 +152,7 @@ int scatter_entry(const void* params, const onrt_arg* args, char* err, size_t er
             const C a = load(dst);
             C r;
             if (op == ScatterOp::ScatterProd) r = mul_w(a, s);
-            else if (op == ScatterOp::ScatterMean) r = add_w(a, s);
+            else if (op == ScatterOp::ScatterMean || op == ScatterOp::ScatterAdd) r = add_w(a, s);
             else if (op == ScatterOp::ScatterAmax) r = is_nan_v<T>(s) ? s : (a < s ? s : a);
             else r = is_nan_v<T>(s) ? s : (s < a ? s : a);
             store(dst, r);

@@ -137,7 +137,7 @@ bool is_dense_contiguous(const at::Tensor& t) { return t.is_contiguous() && !t.i
 // copies.
 void host_to_device(const at::Tensor& dst, const at::Tensor& src) {
   at::Tensor host = src.to(dst.scalar_type()).expand(dst.sizes()).contiguous();
-  if (host.is_conj()) host = host.resolve_conj();
+  host = host.resolve_conj().resolve_neg();
   const c10::DeviceIndex dev = dst.device().index();
   at::Tensor target = is_dense_contiguous(dst) ? dst : empty_device(dst.sizes(), dst.scalar_type(),
                                                                      dst.device());
@@ -178,9 +178,29 @@ void device_to_device(const at::Tensor& dst, const at::Tensor& src) {
   if (!target.is_same(dst)) copy_on_device(dst, target);
 }
 
+// Conjugate and negative views are lazy bits on the tensor, not data: the
+// engines copy raw values, so such sources are resolved on the host.
+bool has_lazy_bits(const at::Tensor& t) { return t.is_conj() || t.is_neg(); }
+
 at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
   TORCH_CHECK(self.defined() && dst.defined(), "copy_: undefined tensor");
   if (dst.numel() == 0) return dst;
+  if (self.is_privateuseone() && has_lazy_bits(self)) {
+    const bool conj = self.is_conj(), neg = self.is_neg();
+    at::Tensor raw = self;
+    if (conj) raw = raw.conj();  // drops the bit: a view of the physical values
+    if (neg) raw = at::_neg_view(raw);
+    at::Tensor host = at::empty(raw.sizes(), raw.options().device(at::kCPU));
+    device_to_host(host, raw);
+    if (neg) host = host.neg();
+    if (conj) host = host.conj_physical();
+    if (dst.is_privateuseone()) {
+      host_to_device(dst, host);
+    } else {
+      dst.copy_(host);
+    }
+    return dst;
+  }
   const bool src_dev = self.is_privateuseone();
   const bool dst_dev = dst.is_privateuseone();
   if (src_dev && dst_dev) {
@@ -334,6 +354,18 @@ at::Tensor& random_(at::Tensor& self, std::optional<at::Generator> gen) {
 }
 
 }  // namespace
+
+// Copies resolve conjugate/negative bits themselves (copy_from above). Without
+// these fallthroughs, the bits' fallback materialises the source with clone(),
+// which calls copy_ -> _copy_from again: unbounded recursion.
+TORCH_LIBRARY_IMPL(aten, Conjugate, m) {
+  m.impl("_copy_from", torch::CppFunction::makeFallthrough());
+  m.impl("_copy_from_and_resize", torch::CppFunction::makeFallthrough());
+}
+TORCH_LIBRARY_IMPL(aten, Negative, m) {
+  m.impl("_copy_from", torch::CppFunction::makeFallthrough());
+  m.impl("_copy_from_and_resize", torch::CppFunction::makeFallthrough());
+}
 
 // One line per op.
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {

@@ -9,7 +9,9 @@
 #include <ATen/ExpandUtils.h>
 #include <ATen/MemoryOverlap.h>
 #include <ATen/core/op_registration/adaption.h>
+#include <ATen/native/Pool.h>
 #include <ATen/native/Resize.h>
+#include <ATen/native/UpSample.h>
 #include <ATen/ops/_foreach_abs_native.h>
 #include <ATen/ops/_foreach_add_native.h>
 #include <ATen/ops/_foreach_addcdiv_native.h>
@@ -1157,6 +1159,329 @@ at::Tensor nll_loss2d_backward(const at::Tensor& grad, const at::Tensor& self,
   // [N*H*W, C] -> [N, H, W, C] -> NCHW (contiguous).
   return gi.view({self.size(0), self.size(2), self.size(3), C}).permute({0, 3, 1, 2}).contiguous();
 }
+
+// ------------------------------------------------------------ convolution
+
+std::vector<int64_t> conv_attrs(int64_t nsp, at::IntArrayRef stride, at::IntArrayRef padding,
+                                at::IntArrayRef dilation, bool transposed,
+                                at::IntArrayRef output_padding, int64_t groups) {
+  auto at_or = [](at::IntArrayRef v, int64_t i, int64_t d) {
+    if (v.empty()) return d;
+    return v.size() == 1 ? v[0] : v[i];
+  };
+  std::vector<int64_t> a{transposed ? 1 : 0, groups};
+  for (int64_t i = 0; i < nsp; ++i) a.push_back(at_or(stride, i, 1));
+  for (int64_t i = 0; i < nsp; ++i) a.push_back(at_or(padding, i, 0));
+  for (int64_t i = 0; i < nsp; ++i) a.push_back(at_or(dilation, i, 1));
+  for (int64_t i = 0; i < nsp; ++i) a.push_back(at_or(output_padding, i, 0));
+  return a;
+}
+
+void check_conv_dtypes(const at::Tensor& input, const at::Tensor& weight) {
+  TORCH_CHECK(input.scalar_type() == weight.scalar_type(), "Input type (", input.scalar_type(),
+              ") and weight type (", weight.scalar_type(), ") should be the same");
+  TORCH_CHECK_NOT_IMPLEMENTED(is_half_or_float(input.scalar_type()),
+                              "neuron: convolution for dtype ", input.scalar_type());
+  TORCH_CHECK_NOT_IMPLEMENTED(input.dim() >= 3 && input.dim() <= 5,
+                              "neuron: convolution of ", input.dim(), "-d input");
+}
+
+at::Tensor convolution_overrideable(const at::Tensor& input, const at::Tensor& weight,
+                                    const std::optional<at::Tensor>& bias, c10::SymIntArrayRef stride_s,
+                                    c10::SymIntArrayRef padding_s, c10::SymIntArrayRef dilation_s,
+                                    bool transposed, c10::SymIntArrayRef output_padding_s,
+                                    c10::SymInt groups_s) {
+  const bool has_bias = bias.has_value() && bias->defined();
+  const c10::Device device =
+      common_device("convolution", {&input, &weight, has_bias ? &*bias : &input});
+  check_conv_dtypes(input, weight);
+  const auto stride = C10_AS_INTARRAYREF_SLOW(stride_s), padding = C10_AS_INTARRAYREF_SLOW(padding_s),
+             dilation = C10_AS_INTARRAYREF_SLOW(dilation_s),
+             output_padding = C10_AS_INTARRAYREF_SLOW(output_padding_s);
+  const int64_t groups = groups_s.expect_int();
+  const int64_t nsp = input.dim() - 2;
+  auto attrs = conv_attrs(nsp, stride, padding, dilation, transposed, output_padding, groups);
+  at::DimVector shape{input.size(0), transposed ? weight.size(1) * groups : weight.size(0)};
+  for (int64_t i = 0; i < nsp; ++i) {
+    const int64_t s = attrs[2 + i], p = attrs[2 + nsp + i], d = attrs[2 + 2 * nsp + i],
+                  op = attrs[2 + 3 * nsp + i], k = weight.size(2 + i), in = input.size(2 + i);
+    const int64_t o = transposed ? (in - 1) * s - 2 * p + d * (k - 1) + op + 1
+                                 : (in + 2 * p - d * (k - 1) - 1) / s + 1;
+    TORCH_CHECK(o > 0, "Given input size per channel: (", input.sizes().slice(2),
+                "). Calculated output size per channel is too small");
+    shape.push_back(o);
+  }
+  at::Tensor out = empty_device(shape, input.scalar_type(), device);
+  if (out.numel() == 0) return out;
+  launch(Op::Convolution,
+         {tensor_operand(input), tensor_operand(weight),
+          has_bias ? tensor_operand(to_dtype_on_device(*bias, input.scalar_type())) : none_operand()},
+         {tensor_operand(out)}, attrs);
+  return out;
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward_overrideable(
+    const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight,
+    c10::SymIntArrayRef stride_s, c10::SymIntArrayRef padding_s, c10::SymIntArrayRef dilation_s,
+    bool transposed, c10::SymIntArrayRef output_padding_s, c10::SymInt groups_s,
+    std::array<bool, 3> output_mask) {
+  const c10::Device device = common_device("convolution_backward", {&grad_output, &input, &weight});
+  check_conv_dtypes(input, weight);
+  const auto attrs = conv_attrs(input.dim() - 2, C10_AS_INTARRAYREF_SLOW(stride_s),
+                                C10_AS_INTARRAYREF_SLOW(padding_s), C10_AS_INTARRAYREF_SLOW(dilation_s),
+                                transposed, C10_AS_INTARRAYREF_SLOW(output_padding_s),
+                                groups_s.expect_int());
+  const at::Tensor go = to_dtype_on_device(grad_output, input.scalar_type());
+  at::Tensor gi, gw, gb;
+  if (output_mask[0]) {
+    gi = empty_device(input.sizes(), input.scalar_type(), device);
+    if (gi.numel() > 0)
+      launch(Op::ConvolutionBackwardInput, {tensor_operand(go), tensor_operand(weight)},
+             {tensor_operand(gi)}, attrs);
+  }
+  if (output_mask[1]) {
+    gw = empty_device(weight.sizes(), weight.scalar_type(), device);
+    if (gw.numel() > 0)
+      launch(Op::ConvolutionBackwardWeight, {tensor_operand(go), tensor_operand(input)},
+             {tensor_operand(gw)}, attrs);
+  }
+  if (output_mask[2]) {
+    std::vector<int64_t> dims{0};
+    for (int64_t d = 2; d < go.dim(); ++d) dims.push_back(d);
+    gb = at::sum(go, dims);
+  }
+  return {gi, gw, gb};
+}
+
+// ------------------------------------------------------------ pooling, upsampling
+
+struct Pool2dArgs {
+  int64_t kH, kW, dH, dW, padH, padW, dilH = 1, dilW = 1;
+};
+
+Pool2dArgs pool_args(const char* name, at::IntArrayRef k, at::IntArrayRef stride,
+                     at::IntArrayRef padding, at::IntArrayRef dilation) {
+  TORCH_CHECK(k.size() == 1 || k.size() == 2, name,
+              ": kernel_size must either be a single int, or a tuple of two ints");
+  TORCH_CHECK(stride.empty() || stride.size() == 1 || stride.size() == 2, name,
+              ": stride must either be omitted, a single int, or a tuple of two ints");
+  TORCH_CHECK(padding.size() == 1 || padding.size() == 2, name,
+              ": padding must either be a single int, or a tuple of two ints");
+  TORCH_CHECK(dilation.empty() || dilation.size() == 1 || dilation.size() == 2, name,
+              ": dilation must be either a single int, or a tuple of two ints");
+  Pool2dArgs a;
+  a.kH = k[0];
+  a.kW = k.size() == 1 ? a.kH : k[1];
+  a.dH = stride.empty() ? a.kH : stride[0];
+  a.dW = stride.empty() ? a.kW : stride.size() == 1 ? a.dH : stride[1];
+  a.padH = padding[0];
+  a.padW = padding.size() == 1 ? a.padH : padding[1];
+  if (!dilation.empty()) {
+    a.dilH = dilation[0];
+    a.dilW = dilation.size() == 1 ? a.dilH : dilation[1];
+  }
+  return a;
+}
+
+at::DimVector pool_out_shape(const at::Tensor& self, const Pool2dArgs& a, bool ceil_mode) {
+  TORCH_CHECK_NOT_IMPLEMENTED(is_half_or_float(self.scalar_type()), "neuron: pooling for dtype ",
+                              self.scalar_type());
+  TORCH_CHECK(self.dim() == 3 || self.dim() == 4,
+              "Expected 3D or 4D (batch mode) tensor with optional 0 dim batch size for input, but got:",
+              self.sizes());
+  const int64_t ih = self.size(-2), iw = self.size(-1);
+  const int64_t oh = at::native::pooling_output_shape<int64_t>(ih, a.kH, a.padH, a.dH, a.dilH, ceil_mode);
+  const int64_t ow = at::native::pooling_output_shape<int64_t>(iw, a.kW, a.padW, a.dW, a.dilW, ceil_mode);
+  at::native::pool2d_shape_check(self, a.kH, a.kW, a.dH, a.dW, a.padH, a.padW, a.dilH, a.dilW,
+                                 self.size(-3), ih, iw, oh, ow, at::MemoryFormat::Contiguous);
+  at::DimVector shape(self.sizes().begin(), self.sizes().end());
+  shape[shape.size() - 2] = oh;
+  shape[shape.size() - 1] = ow;
+  return shape;
+}
+
+std::tuple<at::Tensor, at::Tensor> max_pool2d_with_indices(const at::Tensor& self,
+                                                           at::IntArrayRef k, at::IntArrayRef stride,
+                                                           at::IntArrayRef padding,
+                                                           at::IntArrayRef dilation, bool ceil_mode) {
+  const Pool2dArgs a = pool_args("max_pool2d", k, stride, padding, dilation);
+  const auto shape = pool_out_shape(self, a, ceil_mode);
+  at::Tensor out = empty_device(shape, self.scalar_type(), self.device());
+  at::Tensor idx = empty_device(shape, c10::kLong, self.device());
+  if (out.numel() == 0) return {out, idx};
+  launch(Op::MaxPool2d, {tensor_operand(self)}, {tensor_operand(out), tensor_operand(idx)},
+         {a.kH, a.kW, a.dH, a.dW, a.padH, a.padW, a.dilH, a.dilW});
+  return {out, idx};
+}
+
+// Scatter of grad_output by indices (max_pool2d and adaptive_max_pool2d backward).
+at::Tensor max_pool_backward_common(const at::Tensor& grad, const at::Tensor& self,
+                                    const at::Tensor& indices) {
+  const c10::Device device = common_device("max_pool2d_backward", {&grad, &self, &indices});
+  TORCH_CHECK(grad.sizes() == indices.sizes(), "grad_output and indices must have the same shape");
+  at::Tensor gi = empty_device(self.sizes(), self.scalar_type(), device);
+  if (gi.numel() == 0) return gi;
+  launch(Op::MaxPool2dBackward,
+         {tensor_operand(to_dtype_on_device(grad, self.scalar_type())), tensor_operand(indices)},
+         {tensor_operand(gi)});
+  return gi;
+}
+
+at::Tensor max_pool2d_with_indices_backward(const at::Tensor& grad, const at::Tensor& self,
+                                            at::IntArrayRef k, at::IntArrayRef stride,
+                                            at::IntArrayRef padding, at::IntArrayRef dilation,
+                                            bool ceil_mode, const at::Tensor& indices) {
+  const Pool2dArgs a = pool_args("max_pool2d", k, stride, padding, dilation);
+  const auto shape = pool_out_shape(self, a, ceil_mode);
+  TORCH_CHECK(grad.sizes() == at::IntArrayRef(shape), "max_pool2d_backward: grad_output of shape ",
+              grad.sizes(), " does not match the output shape ", at::IntArrayRef(shape));
+  return max_pool_backward_common(grad, self, indices);
+}
+
+std::vector<int64_t> avg_attrs(const Pool2dArgs& a, bool count_include_pad,
+                               std::optional<int64_t> divisor_override) {
+  TORCH_CHECK(!divisor_override.has_value() || *divisor_override != 0, "divisor must be not zero");
+  return {a.kH, a.kW, a.dH, a.dW, a.padH, a.padW, count_include_pad ? 1 : 0,
+          divisor_override.value_or(0)};
+}
+
+at::Tensor avg_pool2d(const at::Tensor& self, at::IntArrayRef k, at::IntArrayRef stride,
+                      at::IntArrayRef padding, bool ceil_mode, bool count_include_pad,
+                      std::optional<int64_t> divisor_override) {
+  const Pool2dArgs a = pool_args("avg_pool2d", k, stride, padding, {});
+  const auto attrs = avg_attrs(a, count_include_pad, divisor_override);
+  const auto shape = pool_out_shape(self, a, ceil_mode);
+  at::Tensor out = empty_device(shape, self.scalar_type(), self.device());
+  if (out.numel() == 0) return out;
+  launch(Op::AvgPool2d, {tensor_operand(self)}, {tensor_operand(out)}, attrs);
+  return out;
+}
+
+at::Tensor avg_pool2d_backward(const at::Tensor& grad, const at::Tensor& self, at::IntArrayRef k,
+                               at::IntArrayRef stride, at::IntArrayRef padding, bool ceil_mode,
+                               bool count_include_pad, std::optional<int64_t> divisor_override) {
+  const c10::Device device = common_device("avg_pool2d_backward", {&grad, &self});
+  const Pool2dArgs a = pool_args("avg_pool2d", k, stride, padding, {});
+  const auto attrs = avg_attrs(a, count_include_pad, divisor_override);
+  const auto shape = pool_out_shape(self, a, ceil_mode);
+  TORCH_CHECK(grad.sizes() == at::IntArrayRef(shape), "avg_pool2d_backward: grad_output of shape ",
+              grad.sizes(), " does not match the output shape ", at::IntArrayRef(shape));
+  at::Tensor gi = empty_device(self.sizes(), self.scalar_type(), device);
+  if (gi.numel() == 0) return gi;
+  launch(Op::AvgPool2dBackward, {tensor_operand(to_dtype_on_device(grad, self.scalar_type()))},
+         {tensor_operand(gi)}, attrs);
+  return gi;
+}
+
+at::DimVector adaptive_shape(const char* name, const at::Tensor& self, at::IntArrayRef out_size) {
+  TORCH_CHECK(out_size.size() == 2, name, ": output_size must be 2");
+  TORCH_CHECK(self.dim() == 3 || self.dim() == 4, name, "(): Expected 3D or 4D tensor, but got ",
+              self.sizes());
+  for (int64_t d = 1; d < self.dim(); ++d)
+    TORCH_CHECK(self.size(d) > 0, name, "(): Expected input to have non-zero size for non-batch "
+                "dimensions, but input has sizes ", self.sizes(), " with dimension ", d,
+                " being empty");
+  TORCH_CHECK_NOT_IMPLEMENTED(is_half_or_float(self.scalar_type()), "neuron: ", name,
+                              " for dtype ", self.scalar_type());
+  at::DimVector shape(self.sizes().begin(), self.sizes().end());
+  shape[shape.size() - 2] = out_size[0];
+  shape[shape.size() - 1] = out_size[1];
+  return shape;
+}
+
+at::Tensor adaptive_avg_pool2d(const at::Tensor& self, c10::SymIntArrayRef out_size_s) {
+  const auto shape = adaptive_shape("adaptive_avg_pool2d", self, C10_AS_INTARRAYREF_SLOW(out_size_s));
+  at::Tensor out = empty_device(shape, self.scalar_type(), self.device());
+  if (out.numel() == 0) return out;
+  launch(Op::AdaptiveAvgPool2d, {tensor_operand(self)}, {tensor_operand(out)});
+  return out;
+}
+
+at::Tensor adaptive_avg_pool2d_backward(const at::Tensor& grad, const at::Tensor& self) {
+  const c10::Device device = common_device("adaptive_avg_pool2d_backward", {&grad, &self});
+  TORCH_CHECK(grad.dim() == self.dim(), "adaptive_avg_pool2d_backward(): Expected grad_output to "
+              "have the same dimensionality as input");
+  at::Tensor gi = empty_device(self.sizes(), self.scalar_type(), device);
+  if (gi.numel() == 0) return gi;
+  launch(Op::AdaptiveAvgPool2dBackward,
+         {tensor_operand(to_dtype_on_device(grad, self.scalar_type()))}, {tensor_operand(gi)});
+  return gi;
+}
+
+std::tuple<at::Tensor, at::Tensor> adaptive_max_pool2d(const at::Tensor& self,
+                                                       at::IntArrayRef out_size) {
+  const auto shape = adaptive_shape("adaptive_max_pool2d", self, out_size);
+  at::Tensor out = empty_device(shape, self.scalar_type(), self.device());
+  at::Tensor idx = empty_device(shape, c10::kLong, self.device());
+  if (out.numel() == 0) return {out, idx};
+  launch(Op::AdaptiveMaxPool2d, {tensor_operand(self)}, {tensor_operand(out), tensor_operand(idx)});
+  return {out, idx};
+}
+
+at::Tensor adaptive_max_pool2d_backward(const at::Tensor& grad, const at::Tensor& self,
+                                        const at::Tensor& indices) {
+  return max_pool_backward_common(grad, self, indices);
+}
+
+double scale_or_zero(std::optional<double> s) { return s.has_value() && *s > 0 ? *s : 0.0; }
+
+template <Op kOp>
+at::Tensor upsample2d(const at::Tensor& self, at::IntArrayRef out_size, std::optional<double> sh,
+                      std::optional<double> sw, std::vector<int64_t> attrs) {
+  TORCH_CHECK_NOT_IMPLEMENTED(is_half_or_float(self.scalar_type()), "neuron: ", op_name(kOp),
+                              " for dtype ", self.scalar_type());
+  TORCH_CHECK(self.dim() == 4, "Non-empty 4D data tensor expected but got a tensor with sizes ",
+              self.sizes());
+  const auto full = at::native::upsample_2d_common_check(self.sizes(), out_size);
+  at::Tensor out = empty_device({full[0], full[1], full[2], full[3]}, self.scalar_type(), self.device());
+  if (out.numel() == 0) return out;
+  launch(kOp, {tensor_operand(self), float_operand(scale_or_zero(sh)), float_operand(scale_or_zero(sw))},
+         {tensor_operand(out)}, std::move(attrs));
+  return out;
+}
+
+template <Op kOp>
+at::Tensor upsample2d_backward(const at::Tensor& grad, at::IntArrayRef out_size,
+                               at::IntArrayRef in_size, std::optional<double> sh,
+                               std::optional<double> sw, std::vector<int64_t> attrs) {
+  TORCH_CHECK(in_size.size() == 4, "It is expected input_size equals to 4, but got size ",
+              in_size.size());
+  TORCH_CHECK(out_size.size() == 2, "It is expected output_size equals to 2, but got size ",
+              out_size.size());
+  TORCH_CHECK(grad.dim() == 4 && grad.size(2) == out_size[0] && grad.size(3) == out_size[1],
+              "Expected grad_output to have the output size ", out_size, ", got ", grad.sizes());
+  TORCH_CHECK_NOT_IMPLEMENTED(is_half_or_float(grad.scalar_type()), "neuron: ", op_name(kOp),
+                              " for dtype ", grad.scalar_type());
+  at::Tensor gi = empty_device(in_size, grad.scalar_type(), grad.device());
+  if (gi.numel() == 0) return gi;
+  launch(kOp, {tensor_operand(grad), float_operand(scale_or_zero(sh)), float_operand(scale_or_zero(sw))},
+         {tensor_operand(gi)}, std::move(attrs));
+  return gi;
+}
+
+at::Tensor upsample_nearest2d(const at::Tensor& self, c10::SymIntArrayRef out_size,
+                              std::optional<double> sh, std::optional<double> sw) {
+  return upsample2d<Op::UpsampleNearest2d>(self, C10_AS_INTARRAYREF_SLOW(out_size), sh, sw, {});
+}
+at::Tensor upsample_nearest2d_backward(const at::Tensor& grad, c10::SymIntArrayRef out_size,
+                                       c10::SymIntArrayRef in_size, std::optional<double> sh,
+                                       std::optional<double> sw) {
+  return upsample2d_backward<Op::UpsampleNearest2dBackward>(
+      grad, C10_AS_INTARRAYREF_SLOW(out_size), C10_AS_INTARRAYREF_SLOW(in_size), sh, sw, {});
+}
+at::Tensor upsample_bilinear2d(const at::Tensor& self, c10::SymIntArrayRef out_size,
+                               bool align_corners, std::optional<double> sh,
+                               std::optional<double> sw) {
+  return upsample2d<Op::UpsampleBilinear2d>(self, C10_AS_INTARRAYREF_SLOW(out_size), sh, sw,
+                                            {align_corners ? 1 : 0});
+}
+at::Tensor upsample_bilinear2d_backward(const at::Tensor& grad, c10::SymIntArrayRef out_size,
+                                        c10::SymIntArrayRef in_size, bool align_corners,
+                                        std::optional<double> sh, std::optional<double> sw) {
+  return upsample2d_backward<Op::UpsampleBilinear2dBackward>(
+      grad, C10_AS_INTARRAYREF_SLOW(out_size), C10_AS_INTARRAYREF_SLOW(in_size), sh, sw,
+      {align_corners ? 1 : 0});
+}
 }  // namespace
 
 #define REG_BIN_ALL(name, fn)                                 \
@@ -1255,6 +1580,22 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("binary_cross_entropy_backward.grad_input", bce_backward_out);
   m.impl("nll_loss2d_forward", nll_loss2d_forward);
   m.impl("nll_loss2d_backward", nll_loss2d_backward);
+
+  m.impl("convolution_overrideable", convolution_overrideable);
+  m.impl("convolution_backward_overrideable", convolution_backward_overrideable);
+
+  m.impl("max_pool2d_with_indices", max_pool2d_with_indices);
+  m.impl("max_pool2d_with_indices_backward", max_pool2d_with_indices_backward);
+  m.impl("avg_pool2d", avg_pool2d);
+  m.impl("avg_pool2d_backward", avg_pool2d_backward);
+  m.impl("_adaptive_avg_pool2d", adaptive_avg_pool2d);
+  m.impl("_adaptive_avg_pool2d_backward", adaptive_avg_pool2d_backward);
+  m.impl("adaptive_max_pool2d", adaptive_max_pool2d);
+  m.impl("adaptive_max_pool2d_backward", adaptive_max_pool2d_backward);
+  m.impl("upsample_nearest2d", upsample_nearest2d);
+  m.impl("upsample_nearest2d_backward", upsample_nearest2d_backward);
+  m.impl("upsample_bilinear2d", upsample_bilinear2d);
+  m.impl("upsample_bilinear2d_backward", upsample_bilinear2d_backward);
 }
 
 }  // namespace openneuron::bridge

@@ -887,7 +887,7 @@ Tensor& pow_st_out(const at::Scalar& self, const Tensor& exponent, Tensor& out) 
   return out;
 }
 
-Tensor& floor_divide_out(const Tensor& a, const Tensor& b, Tensor& out) {
+Tensor& nv_floor_divide_out(const Tensor& a, const Tensor& b, Tensor& out) {
   const c10::Device device = common_device("floor_divide", {&a, &b});
   check_out_device(out, device, "floor_divide");
   const auto compute = at::result_type(a, b);
@@ -900,12 +900,70 @@ Tensor& floor_divide_out(const Tensor& a, const Tensor& b, Tensor& out) {
   into(out, compute, [&](const Tensor& t) { launch(Op::FloorDivide, {oa, ob}, {tensor_operand(t)}); });
   return out;
 }
-Tensor floor_divide(const Tensor& a, const Tensor& b) {
+// remainder (Python's modulo), atan2: arithmetic binary ops with promotion.
+template <Op kOp>
+Tensor& binary_promote_out(const Tensor& a, const Tensor& b, Tensor& out) {
+  const char* name = kOp == Op::Remainder ? "remainder" : "atan2";
+  const c10::Device device = common_device(name, {&a, &b});
+  check_out_device(out, device, name);
+  auto compute = at::result_type(a, b);
+  if (kOp == Op::Atan2 && c10::isIntegralType(compute, true)) compute = c10::typeMetaToScalarType(c10::get_default_dtype());
+  TORCH_CHECK(compute != c10::kBool || kOp != Op::Remainder, "\"remainder_cpu\" not implemented for 'Bool'");
+  check_cast(compute, out);
+  const auto shape = at::infer_size_dimvector(a.sizes(), b.sizes());
+  at::native::resize_output(out, shape);
+  if (out.numel() == 0) return out;
+  Operand oa = value_operand(a, compute, shape), ob = value_operand(b, compute, shape);
+  into(out, compute, [&](const Tensor& t) { launch(kOp, {oa, ob}, {tensor_operand(t)}); });
+  return out;
+}
+Tensor& remainder_scalar_tensor_out(const at::Scalar& a, const Tensor& b, Tensor& out) {
+  Tensor wa = c10::scalar_to_tensor(a);
+  wa.unsafeGetTensorImpl()->set_wrapped_number(true);
+  return binary_promote_out<Op::Remainder>(wa, b, out);
+}
+
+// histc (integer inputs too, as CUDA: MoE routers count tokens per expert):
+// bin = floor((x - min) / (max - min) * bins), x == max in the last bin,
+// out-of-range values dropped; counts by scatter-add into bins + 1 slots.
+Tensor nv_histc(const Tensor& self, int64_t bins, const at::Scalar& min_s, const at::Scalar& max_s) {
+  TORCH_CHECK(bins > 0, "torch.histc(): bins must be > 0, but got ", bins, " for dimension 0");
+  TORCH_CHECK(!self.is_complex() && self.scalar_type() != c10::kBool, "\"histc\" not implemented for '",
+              c10::toString(self.scalar_type()), "'");
+  double lo = min_s.toDouble(), hi = max_s.toDouble();
+  TORCH_CHECK(!(std::isinf(lo) || std::isinf(hi) || std::isnan(lo) || std::isnan(hi)),
+              "torch.histc(): range of [", lo, ", ", hi, "] is not finite");
+  TORCH_CHECK(lo <= hi, "torch.histc(): max must be larger than min");
+  Tensor x = to_dtype_on_device(self, c10::kFloat).reshape({-1});
+  if (lo == hi && x.numel() > 0) {  // data range: a synchronisation, as on the CPU
+    lo = x.min().item<double>();
+    hi = x.max().item<double>();
+  }
+  if (lo == hi) {
+    lo -= 1;
+    hi += 1;
+  }
+  Tensor counts = empty_device({bins + 1}, self.scalar_type(), self.device());
+  fill_scalar_device(counts, 0);
+  if (x.numel() > 0) {
+    Tensor pos = ((x - lo) * (static_cast<double>(bins) / (hi - lo))).floor_();
+    pos = at::where(x.eq(hi), static_cast<double>(bins - 1), pos);
+    Tensor inside = at::logical_and(x.ge(lo), x.le(hi));
+    Tensor bin = at::where(inside, pos, static_cast<double>(bins)).to(c10::kLong);
+    Tensor ones = empty_device({x.numel()}, self.scalar_type(), self.device());
+    fill_scalar_device(ones, 1);
+    launch(Op::Scatter, {tensor_operand(counts), tensor_operand(bin), tensor_operand(ones)},
+           {tensor_operand(counts)}, {0, 1, 1});
+  }
+  return counts.narrow(0, 0, bins);
+}
+
+Tensor nv_floor_divide(const Tensor& a, const Tensor& b) {
   const c10::Device device = common_device("floor_divide", {&a, &b});
   Tensor out = empty_device(at::infer_size_dimvector(a.sizes(), b.sizes()), at::result_type(a, b), device);
-  return floor_divide_out(a, b, out);
+  return nv_floor_divide_out(a, b, out);
 }
-Tensor& floor_divide_(Tensor& a, const Tensor& b) { return floor_divide_out(a, b, a); }
+Tensor& nv_floor_divide_(Tensor& a, const Tensor& b) { return nv_floor_divide_out(a, b, a); }
 
 // ------------------------------------------------------------ isin
 
@@ -961,7 +1019,7 @@ void check_index_long(const Tensor& index, const char* name) {
   TORCH_CHECK(index.scalar_type() == c10::kLong, name, "(): Expected dtype int64 for index");
 }
 
-Tensor& gather_out(const Tensor& self, int64_t dim, const Tensor& index, bool, Tensor& out) {
+Tensor& nv_gather_out(const Tensor& self, int64_t dim, const Tensor& index, bool, Tensor& out) {
   const c10::Device device = common_device("gather", {&self, &index});
   check_out_device(out, device, "gather");
   check_index_long(index, "gather");
@@ -1045,7 +1103,7 @@ Tensor& scatter_value_reduce_out(const Tensor& self, int64_t dim, const Tensor& 
                                  c10::string_view reduce, Tensor& out) {
   return scatter_impl(self, dim, index, nullptr, &value, scatter_reduce_kind(reduce, false), true, out, "scatter");
 }
-Tensor& scatter_add_out(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src, Tensor& out) {
+Tensor& nv_scatter_add_out(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src, Tensor& out) {
   return scatter_impl(self, dim, index, &src, nullptr, 1, true, out, "scatter_add");
 }
 Tensor& scatter_reduce_two_out(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src,
@@ -1086,17 +1144,17 @@ Tensor& index_addcopy_out(const Tensor& self, int64_t dim, const Tensor& index, 
   }
   return out;
 }
-Tensor& index_add_out(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& source,
+Tensor& nv_index_add_out(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& source,
                       const at::Scalar& alpha, Tensor& out) {
   return index_addcopy_out<Op::IndexAdd>(self, dim, index, source, alpha, out);
 }
-Tensor& index_copy_out(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& source, Tensor& out) {
+Tensor& nv_index_copy_out(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& source, Tensor& out) {
   return index_addcopy_out<Op::IndexCopy>(self, dim, index, source, 1, out);
 }
 
 // ------------------------------------------------------------ nonzero, advanced indexing
 
-Tensor& nonzero_out(const Tensor& self, Tensor& out) {
+Tensor& nv_nonzero_out(const Tensor& self, Tensor& out) {
   check_out_device(out, self.device(), "nonzero");
   TORCH_CHECK(out.scalar_type() == c10::kLong, "nonzero: Expected out tensor to have scalar type Long but got scalar type",
               out.scalar_type());
@@ -1114,9 +1172,9 @@ Tensor& nonzero_out(const Tensor& self, Tensor& out) {
   into(out, c10::kLong, [&](const Tensor& t) { launch(Op::Nonzero, {tensor_operand(self)}, {tensor_operand(t)}); });
   return out;
 }
-Tensor nonzero(const Tensor& self) {
+Tensor nv_nonzero(const Tensor& self) {
   Tensor out = empty_device({0}, c10::kLong, self.device());
-  return nonzero_out(self, out);
+  return nv_nonzero_out(self, out);
 }
 
 struct IndexPlan {
@@ -1148,7 +1206,7 @@ IndexPlan make_index_plan(const Tensor& self, const c10::List<std::optional<Tens
                           "The shape of the mask ", t.sizes(), " at index ", j,
                           " does not match the shape of the indexed tensor ", self.sizes(), " at index ", start + j);
       }
-      Tensor nz = nonzero(t);
+      Tensor nz = nv_nonzero(t);
       for (int64_t j = 0; j < t.dim(); ++j) idx.push_back(nz.select(1, j));
       if (t.dim() == 0) {
         TORCH_CHECK_NOT_IMPLEMENTED(false, "neuron: 0-d boolean index");
@@ -1209,7 +1267,7 @@ bool all_undefined(const c10::List<std::optional<Tensor>>& indices) {
   return true;
 }
 
-Tensor& index_out(const Tensor& self, const c10::List<std::optional<Tensor>>& indices, Tensor& out) {
+Tensor& nv_index_out(const Tensor& self, const c10::List<std::optional<Tensor>>& indices, Tensor& out) {
   check_out_device(out, self.device(), "index");
   if (all_undefined(indices)) {
     at::native::resize_output(out, self.sizes());
@@ -1250,7 +1308,7 @@ Tensor& index_put_impl_(Tensor& self, const c10::List<std::optional<Tensor>>& in
   return self;
 }
 
-Tensor& masked_select_out(const Tensor& self, const Tensor& mask, Tensor& out) {
+Tensor& nv_masked_select_out(const Tensor& self, const Tensor& mask, Tensor& out) {
   common_device("masked_select", {&self, &mask});
   check_out_device(out, self.device(), "masked_select");
   TORCH_CHECK(mask.scalar_type() == c10::kBool, "masked_select: expected BoolTensor for mask");
@@ -1262,11 +1320,11 @@ Tensor& masked_select_out(const Tensor& self, const Tensor& mask, Tensor& out) {
   }
   c10::List<std::optional<Tensor>> l;
   l.push_back(m);
-  return index_out(s, l, out);
+  return nv_index_out(s, l, out);
 }
-Tensor masked_select(const Tensor& self, const Tensor& mask) {
+Tensor nv_masked_select(const Tensor& self, const Tensor& mask) {
   Tensor out = empty_device({0}, self.scalar_type(), self.device());
-  return masked_select_out(self, mask, out);
+  return nv_masked_select_out(self, mask, out);
 }
 
 // ------------------------------------------------------------ sort / topk
@@ -1279,7 +1337,7 @@ void sort_into(const Tensor& self, int64_t dim, bool descending, const Tensor& v
   launch(Op::Sort, {tensor_operand(in)}, {tensor_operand(v), tensor_operand(i)}, {dim, descending ? 1 : 0});
 }
 
-std::tuple<Tensor&, Tensor&> sort_stable_out(const Tensor& self, std::optional<bool>, int64_t dim, bool descending,
+std::tuple<Tensor&, Tensor&> nv_sort_stable_out(const Tensor& self, std::optional<bool>, int64_t dim, bool descending,
                                              Tensor& values, Tensor& indices) {
   check_out_device(values, self.device(), "sort");
   check_out_device(indices, self.device(), "sort");
@@ -1295,7 +1353,7 @@ std::tuple<Tensor&, Tensor&> sort_stable_out(const Tensor& self, std::optional<b
   return {values, indices};
 }
 
-std::tuple<Tensor&, Tensor&> topk_out(const Tensor& self, c10::SymInt k_s, int64_t dim, bool largest, bool,
+std::tuple<Tensor&, Tensor&> nv_topk_out(const Tensor& self, c10::SymInt k_s, int64_t dim, bool largest, bool,
                                       Tensor& values, Tensor& indices) {
   check_out_device(values, self.device(), "topk");
   check_out_device(indices, self.device(), "topk");
@@ -1315,30 +1373,35 @@ std::tuple<Tensor&, Tensor&> topk_out(const Tensor& self, c10::SymInt k_s, int64
 
 // ------------------------------------------------------------ flip, roll
 
-Tensor flip(const Tensor& self, at::IntArrayRef dims) {
-  Tensor out = empty_like_dev(self, self.scalar_type());
-  if (out.numel() == 0) return out;
-  Operand src = tensor_operand(self);
+// flip: one Index launch per flipped dim with reversed positions.
+Tensor nv_flip(const Tensor& self, at::IntArrayRef dims) {
   uint64_t seen = 0;
-  const int64_t es = static_cast<int64_t>(self.element_size());
+  std::vector<int64_t> ds;
   for (int64_t d : dims) {
     const int64_t w = c10::maybe_wrap_dim(d, self.dim());
     TORCH_CHECK(!(seen & (uint64_t(1) << w)), "dims has duplicates, original flip dims size=", dims.size(),
-                ", but unique flip dims size=", c10::popcount(seen | (uint64_t(1) << w)) - 0);
+                ", but unique flip dims size=", __builtin_popcountll(seen));
     seen |= uint64_t(1) << w;
-    if (self.size(w) <= 1) continue;
-    src.arg.ptr = static_cast<char*>(src.arg.ptr) + (self.size(w) - 1) * self.stride(w) * es;
-    src.type.tensor.strides[w] = -self.stride(w);
+    if (self.size(w) > 1) ds.push_back(w);
   }
-  launch(Op::Copy, {src}, {tensor_operand(out)});
-  return out;
+  if (self.numel() == 0 || ds.empty()) return self.clone();
+  Tensor cur = self;
+  for (int64_t w : ds) {
+    const int64_t n = self.size(w);
+    Tensor idx = empty_device({1, n}, c10::kLong, self.device());
+    launch(Op::Arange, {int_operand(n - 1), int_operand(-1)}, {tensor_operand(idx.view({n}))});
+    Tensor out = empty_like_dev(self, self.scalar_type());
+    launch(Op::Index, {tensor_operand(cur), tensor_operand(idx)}, {tensor_operand(out)}, {w});
+    cur = out;
+  }
+  return cur;
 }
 
-Tensor roll(const Tensor& self, c10::SymIntArrayRef shifts_s, at::IntArrayRef dims) {
+Tensor nv_roll(const Tensor& self, c10::SymIntArrayRef shifts_s, at::IntArrayRef dims) {
   const at::IntArrayRef shifts = C10_AS_INTARRAYREF_SLOW(shifts_s);
   if (dims.empty()) {
     TORCH_CHECK(shifts.size() == 1, "shifts and dimensions must align. shifts: ", shifts.size(), ", dims:", dims.size());
-    return roll(self.reshape({-1}), shifts_s, at::IntArrayRef{0}).view(self.sizes());
+    return nv_roll(self.reshape({-1}), shifts_s, at::IntArrayRef{0}).view(self.sizes());
   }
   TORCH_CHECK(shifts.size() == dims.size(), "shifts and dimensions must align. shifts: ", shifts.size(),
               ", dims:", dims.size());
@@ -1542,33 +1605,37 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("pow.Tensor_Scalar_out", pow_ts_out);
   m.impl("pow.Tensor_Tensor_out", pow_tt_out);
   m.impl("pow.Scalar_out", pow_st_out);
-  m.impl("floor_divide", floor_divide);
-  m.impl("floor_divide.out", floor_divide_out);
-  m.impl("floor_divide_.Tensor", floor_divide_);
+  m.impl("remainder.Tensor_out", binary_promote_out<Op::Remainder>);
+  m.impl("remainder.Scalar_Tensor_out", remainder_scalar_tensor_out);
+  m.impl("atan2.out", binary_promote_out<Op::Atan2>);
+  m.impl("histc", nv_histc);
+  m.impl("floor_divide", nv_floor_divide);
+  m.impl("floor_divide.out", nv_floor_divide_out);
+  m.impl("floor_divide_.Tensor", nv_floor_divide_);
   m.impl("isin.Tensor_Tensor_out", isin_tt_out);
   m.impl("isin.Tensor_Scalar_out", isin_ts_out);
   m.impl("isin.Scalar_Tensor_out", isin_st_out);
   // gather / scatter / indexing
-  m.impl("gather.out", gather_out);
+  m.impl("gather.out", nv_gather_out);
   m.impl("scatter.src_out", scatter_src_out);
   m.impl("scatter.value_out", scatter_value_out);
   m.impl("scatter.reduce_out", scatter_reduce_out);
   m.impl("scatter.value_reduce_out", scatter_value_reduce_out);
-  m.impl("scatter_add.out", scatter_add_out);
+  m.impl("scatter_add.out", nv_scatter_add_out);
   m.impl("scatter_reduce.two_out", scatter_reduce_two_out);
-  m.impl("index_add.out", index_add_out);
-  m.impl("index_copy.out", index_copy_out);
-  m.impl("index.Tensor_out", index_out);
+  m.impl("index_add.out", nv_index_add_out);
+  m.impl("index_copy.out", nv_index_copy_out);
+  m.impl("index.Tensor_out", nv_index_out);
   m.impl("_index_put_impl_", index_put_impl_);
-  m.impl("nonzero", nonzero);
-  m.impl("nonzero.out", nonzero_out);
-  m.impl("masked_select", masked_select);
-  m.impl("masked_select.out", masked_select_out);
+  m.impl("nonzero", nv_nonzero);
+  m.impl("nonzero.out", nv_nonzero_out);
+  m.impl("masked_select", nv_masked_select);
+  m.impl("masked_select.out", nv_masked_select_out);
   // ordering
-  m.impl("sort.values_stable", sort_stable_out);
-  m.impl("topk.values", topk_out);
-  m.impl("flip", flip);
-  m.impl("roll", roll);
+  m.impl("sort.values_stable", nv_sort_stable_out);
+  m.impl("topk.values", nv_topk_out);
+  m.impl("flip", nv_flip);
+  m.impl("roll", nv_roll);
   // statistics
   m.impl("var.correction", var_fn<false>);
   m.impl("var.correction_out", var_out<false>);

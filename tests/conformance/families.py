@@ -291,9 +291,5 @@ MUST_BE_NATIVE: dict[str, tuple[str, ...]] = {
 
 # Known wrong results in the fast subset, each a bug to fix: (OpInfo, dtype) -> the bug.
 # They run as strict xfails: when the bug is fixed the test fails until the entry goes.
-_INT_TRUE_DIV = ("native div of two integer tensors (true division, float result) returns "
-                 "1.0: torch.tensor([7, -8], device='neuron') / torch.tensor([2, 3], "
-                 "device='neuron') -> [1., 1.]")
-KNOWN_WRONG: dict[tuple[str, str], str] = {
-    ("div.no_rounding_mode", d): _INT_TRUE_DIV for d in ("int8", "int16", "int32", "int64", "uint8")
-}
+# (Integer true division, the first entry, was fixed: a freed temporary was reused.)
+KNOWN_WRONG: dict[tuple[str, str], str] = {}

@@ -134,3 +134,23 @@ def test_device_errors_surface_at_sync_with_op_name(neuron):
     with pytest.raises(RuntimeError, match="out of bounds"):
         F.nll_loss(logits, bad_target).item()
     assert torch.ones(2, device=neuron).sum().item() == 2.0  # the stream recovers
+
+
+def test_conjugate_views_copy_correctly(neuron):
+    x = torch.randn(5, dtype=torch.complex64)
+    d = x.to(neuron)
+    torch.testing.assert_close(d.conj().cpu(), x.conj())
+    torch.testing.assert_close(d.conj().resolve_conj().cpu(), x.conj().resolve_conj())
+    y = torch.empty(5, dtype=torch.complex64, device=neuron)
+    y.copy_(d.conj())
+    torch.testing.assert_close(y.cpu(), x.conj())
+
+
+def test_integer_true_division_and_transposed_vector_matmul(neuron):
+    a, b = torch.tensor([7, -8]), torch.tensor([2, 3])
+    torch.testing.assert_close((a.to(neuron) / b.to(neuron)).cpu(), a / b)
+    x, y = torch.randn(2, 3), torch.randn(1, 3)
+    torch.testing.assert_close((x.to(neuron) @ y.to(neuron).T).cpu(), x @ y.T)
+    assert torch.equal(torch.arange(0, 2.5, 1.2, dtype=torch.int64, device=neuron).cpu(),
+                       torch.arange(0, 2.5, 1.2, dtype=torch.int64))
+    assert torch.tensor(3.0, device=neuron).sum(0).item() == 3.0

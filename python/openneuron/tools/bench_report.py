@@ -14,11 +14,11 @@ _DTYPE_SHORT = {"float32": "fp32", "bfloat16": "bf16"}
 def fmt_time(seconds: float | None) -> str:
     if seconds is None:
         return "–"
-    if seconds < 1e-3:
-        return f"{seconds * 1e6:.2f} µs"
-    if seconds < 1:
-        return f"{seconds * 1e3:.1f} ms"
-    return f"{seconds:.2f} s"
+    for scale, unit in ((1e-6, "µs"), (1e-3, "ms"), (1.0, "s")):
+        value = seconds / scale
+        if value < 1000 or unit == "s":
+            return f"{value:.3g} {unit}" if value < 100 else f"{value:.0f} {unit}"
+    return f"{seconds:.0f} s"
 
 
 def fmt_bytes(n: float | None) -> str:

@@ -81,7 +81,8 @@ TEST(RandomExtra, RandpermIsAPermutation) {
   // Strided float output.
   auto f = HostTensor::make(DType::Float32, {50}, {2});
   run_op(Op::Randperm, {si(), si(), f.vt()}, 2, {iarg(9), iarg(4), f.arg()});
-  std::set<double> seen(f.values().begin(), f.values().end());
+  const std::vector<double> fv = f.values();
+  std::set<double> seen(fv.begin(), fv.end());
   EXPECT_EQ(seen.size(), 50u);
 }
 

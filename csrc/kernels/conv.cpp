@@ -1,0 +1,278 @@
+// The tensor engine's convolutions: oneDNN's convolution primitive (forward,
+// backward data, backward weights) over plain row-major operands. Never a
+// hand-written convolution. Primitives are cached per thread, keyed by the
+// problem; oneDNN parallelises internally.
+#include <dnnl.h>
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "internal.h"
+
+namespace openneuron::kernels {
+namespace detail {
+namespace {
+
+dnnl_engine_t conv_engine() {
+  static dnnl_engine_t e = [] {
+    dnnl_engine_t eng = nullptr;
+    if (dnnl_engine_create(&eng, dnnl_cpu, 0) != dnnl_success) eng = nullptr;
+    return eng;
+  }();
+  return e;
+}
+
+struct StreamHolder {
+  dnnl_stream_t s = nullptr;
+  ~StreamHolder() {
+    if (s) dnnl_stream_destroy(s);
+  }
+};
+
+dnnl_stream_t conv_stream() {
+  thread_local StreamHolder h;
+  if (!h.s && conv_engine()) dnnl_stream_create(&h.s, conv_engine(), dnnl_stream_default_flags);
+  return h.s;
+}
+
+dnnl_data_type_t dnnl_dt(DType d) {
+  switch (d) {
+    case DType::Float32: return dnnl_f32;
+    case DType::BFloat16: return dnnl_bf16;
+    default: return dnnl_data_type_undef;
+  }
+}
+
+dnnl_format_tag_t plain_tag(int ndims) {
+  switch (ndims) {
+    case 1: return dnnl_a;
+    case 3: return dnnl_abc;
+    case 4: return dnnl_abcd;
+    case 5: return dnnl_abcde;
+    case 6: return dnnl_abcdef;
+    default: return dnnl_format_tag_undef;
+  }
+}
+
+// The problem, without the operands' locations.
+struct Key {
+  DType dtype;
+  int32_t op, nsp, groups, has_bias;
+  int64_t src[5], wei[6], dst[5], stride[3], pad_l[3], pad_r[3], dil[3];
+  bool operator==(const Key& o) const { return std::memcmp(this, &o, sizeof(Key)) == 0; }
+};
+struct KeyHash {
+  size_t operator()(const Key& k) const {
+    const auto* p = reinterpret_cast<const unsigned char*>(&k);
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < sizeof(Key); ++i) h = (h ^ p[i]) * 1099511628211ull;
+    return h;
+  }
+};
+
+struct Prim {
+  dnnl_primitive_t prim = nullptr;
+  dnnl_memory_t src = nullptr, wei = nullptr, bias = nullptr, dst = nullptr, scratch = nullptr;
+  std::vector<uint64_t> scratch_buf;
+  std::string error;
+  ~Prim() {
+    for (dnnl_memory_t m : {src, wei, bias, dst, scratch})
+      if (m) dnnl_memory_destroy(m);
+    if (prim) dnnl_primitive_destroy(prim);
+  }
+};
+
+std::string st(dnnl_status_t s) { return "oneDNN status " + std::to_string(static_cast<int>(s)); }
+
+std::unique_ptr<Prim> build(const Key& k) {
+  auto p = std::make_unique<Prim>();
+  dnnl_engine_t eng = conv_engine();
+  if (!eng) {
+    p->error = "oneDNN CPU engine unavailable";
+    return p;
+  }
+  const dnnl_data_type_t dt = dnnl_dt(k.dtype);
+  const int nd = 2 + k.nsp;
+  const int wnd = nd + (k.groups > 1 ? 1 : 0);
+  dnnl_dims_t src_dims, wei_dims, dst_dims, strides, dil, pl, pr;
+  for (int i = 0; i < nd; ++i) {
+    src_dims[i] = k.src[i];
+    dst_dims[i] = k.dst[i];
+  }
+  for (int i = 0; i < wnd; ++i) wei_dims[i] = k.wei[i];
+  for (int i = 0; i < k.nsp; ++i) {
+    strides[i] = k.stride[i];
+    dil[i] = k.dil[i];
+    pl[i] = k.pad_l[i];
+    pr[i] = k.pad_r[i];
+  }
+  dnnl_memory_desc_t src_md, wei_md, dst_md, bias_md;
+  dnnl_status_t s;
+  if ((s = dnnl_memory_desc_init_by_tag(&src_md, nd, src_dims, dt, plain_tag(nd))) != dnnl_success ||
+      (s = dnnl_memory_desc_init_by_tag(&wei_md, wnd, wei_dims, dt, plain_tag(wnd))) != dnnl_success ||
+      (s = dnnl_memory_desc_init_by_tag(&dst_md, nd, dst_dims, dt, plain_tag(nd))) != dnnl_success) {
+    p->error = "memory descriptor: " + st(s);
+    return p;
+  }
+  const dnnl_dims_t bdims = {k.dst[1]};
+  dnnl_memory_desc_init_by_tag(&bias_md, 1, bdims, dt, dnnl_a);
+
+  dnnl_convolution_desc_t fwd;
+  s = dnnl_dilated_convolution_forward_desc_init(
+      &fwd, k.op == 0 ? dnnl_forward_inference : dnnl_forward_training, dnnl_convolution_direct,
+      &src_md, &wei_md, k.op == 0 && k.has_bias ? &bias_md : nullptr, &dst_md, strides, dil, pl, pr);
+  if (s != dnnl_success) {
+    p->error = "convolution descriptor: " + st(s);
+    return p;
+  }
+  dnnl_primitive_attr_t attr = nullptr;
+  dnnl_primitive_attr_create(&attr);
+  dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user);
+  dnnl_primitive_desc_t fwd_pd = nullptr, pd = nullptr;
+  s = dnnl_primitive_desc_create(&fwd_pd, &fwd, k.op == 0 ? attr : nullptr, eng, nullptr);
+  if (s == dnnl_success && k.op == 0) {
+    pd = fwd_pd;
+    fwd_pd = nullptr;
+  } else if (s == dnnl_success) {
+    dnnl_convolution_desc_t bwd;
+    if (k.op == 1)
+      s = dnnl_dilated_convolution_backward_data_desc_init(&bwd, dnnl_convolution_direct, &src_md,
+                                                           &wei_md, &dst_md, strides, dil, pl, pr);
+    else
+      s = dnnl_dilated_convolution_backward_weights_desc_init(
+          &bwd, dnnl_convolution_direct, &src_md, &wei_md, nullptr, &dst_md, strides, dil, pl, pr);
+    if (s == dnnl_success) s = dnnl_primitive_desc_create(&pd, &bwd, attr, eng, fwd_pd);
+  }
+  dnnl_primitive_attr_destroy(attr);
+  if (fwd_pd) dnnl_primitive_desc_destroy(fwd_pd);
+  if (s != dnnl_success) {
+    p->error = std::string("no oneDNN convolution for this ") + dtype_name(k.dtype) + " problem (" + st(s) + ")";
+    return p;
+  }
+  s = dnnl_primitive_create(&p->prim, pd);
+  const dnnl_memory_desc_t* sp_md = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+  if (s == dnnl_success && sp_md) {
+    const size_t bytes = dnnl_memory_desc_get_size(sp_md);
+    if (bytes > 0) {
+      p->scratch_buf.resize(bytes / 8 + 8);
+      dnnl_memory_create(&p->scratch, sp_md, eng, p->scratch_buf.data());
+    }
+  }
+  dnnl_primitive_desc_destroy(pd);
+  if (s != dnnl_success) {
+    p->error = "convolution primitive: " + st(s);
+    return p;
+  }
+  dnnl_memory_create(&p->src, &src_md, eng, DNNL_MEMORY_NONE);
+  dnnl_memory_create(&p->wei, &wei_md, eng, DNNL_MEMORY_NONE);
+  dnnl_memory_create(&p->dst, &dst_md, eng, DNNL_MEMORY_NONE);
+  if (k.op == 0 && k.has_bias) dnnl_memory_create(&p->bias, &bias_md, eng, DNNL_MEMORY_NONE);
+  return p;
+}
+
+Prim& get_prim(const Key& k) {
+  thread_local std::unordered_map<Key, std::unique_ptr<Prim>, KeyHash> cache;
+  auto it = cache.find(k);
+  if (it == cache.end()) {
+    if (cache.size() > 1024) cache.clear();
+    it = cache.emplace(k, build(k)).first;
+  }
+  return *it->second;
+}
+
+Key make_key(const ConvParams& p) {
+  Key k;
+  std::memset(&k, 0, sizeof k);
+  k.dtype = p.dtype;
+  k.op = p.op;
+  k.nsp = p.nsp;
+  k.groups = p.groups;
+  k.has_bias = p.bias.present() ? 1 : 0;
+  std::memcpy(k.src, p.src_dims, sizeof k.src);
+  std::memcpy(k.wei, p.wei_dims, sizeof k.wei);
+  std::memcpy(k.dst, p.dst_dims, sizeof k.dst);
+  std::memcpy(k.stride, p.stride, sizeof k.stride);
+  std::memcpy(k.pad_l, p.pad_l, sizeof k.pad_l);
+  std::memcpy(k.pad_r, p.pad_r, sizeof k.pad_r);
+  std::memcpy(k.dil, p.dilation, sizeof k.dil);
+  return k;
+}
+
+int conv_entry(const void* params, const onrt_arg* args, char* err, size_t errlen) {
+  const auto& p = *static_cast<const ConvParams*>(params);
+  Prim& pr = get_prim(make_key(p));
+  if (!pr.prim) return fail(err, errlen, "convolution: %s", pr.error.c_str());
+  dnnl_memory_set_data_handle(pr.src, p.src.resolve(args));
+  dnnl_memory_set_data_handle(pr.wei, p.weights.resolve(args));
+  dnnl_memory_set_data_handle(pr.dst, p.dst.resolve(args));
+  dnnl_exec_arg_t ex[6];
+  int n = 0;
+  switch (p.op) {
+    case 0:
+      ex[n++] = {DNNL_ARG_SRC, pr.src};
+      ex[n++] = {DNNL_ARG_WEIGHTS, pr.wei};
+      ex[n++] = {DNNL_ARG_DST, pr.dst};
+      if (pr.bias) {
+        dnnl_memory_set_data_handle(pr.bias, p.bias.resolve(args));
+        ex[n++] = {DNNL_ARG_BIAS, pr.bias};
+      }
+      break;
+    case 1:
+      ex[n++] = {DNNL_ARG_DIFF_SRC, pr.src};
+      ex[n++] = {DNNL_ARG_WEIGHTS, pr.wei};
+      ex[n++] = {DNNL_ARG_DIFF_DST, pr.dst};
+      break;
+    default:
+      ex[n++] = {DNNL_ARG_SRC, pr.src};
+      ex[n++] = {DNNL_ARG_DIFF_WEIGHTS, pr.wei};
+      ex[n++] = {DNNL_ARG_DIFF_DST, pr.dst};
+      break;
+  }
+  if (pr.scratch) ex[n++] = {DNNL_ARG_SCRATCHPAD, pr.scratch};
+  dnnl_status_t s = dnnl_primitive_execute(pr.prim, conv_stream(), n, ex);
+  if (s == dnnl_success) s = dnnl_stream_wait(conv_stream());
+  if (s != dnnl_success)
+    return fail(err, errlen, "convolution: oneDNN execution failed (status %d)", static_cast<int>(s));
+  return 0;
+}
+
+}  // namespace
+}  // namespace detail
+
+onrt_kernel_fn conv_kernel(DType dtype) {
+  return detail::dnnl_dt(dtype) == dnnl_data_type_undef ? nullptr : &detail::conv_entry;
+}
+
+bool conv_native(DType dtype) {
+  using namespace detail;
+  if (dnnl_dt(dtype) == dnnl_data_type_undef) return false;
+  if (dtype == DType::Float32) return true;
+  static std::mutex mu;
+  static std::unordered_map<int, bool> known;
+  std::lock_guard<std::mutex> lk(mu);
+  auto it = known.find(static_cast<int>(dtype));
+  if (it != known.end()) return it->second;
+  // All three propagation kinds must exist for this dtype.
+  bool ok = true;
+  for (int op = 0; op < 3 && ok; ++op) {
+    Key k;
+    std::memset(&k, 0, sizeof k);
+    k.dtype = dtype;
+    k.op = op;
+    k.nsp = 2;
+    k.groups = 1;
+    const int64_t src[4] = {1, 8, 8, 8}, wei[4] = {8, 8, 3, 3}, dst[4] = {1, 8, 6, 6};
+    std::memcpy(k.src, src, sizeof src);
+    std::memcpy(k.wei, wei, sizeof wei);
+    std::memcpy(k.dst, dst, sizeof dst);
+    k.stride[0] = k.stride[1] = 1;
+    ok = build(k)->prim != nullptr;
+  }
+  known[static_cast<int>(dtype)] = ok;
+  return ok;
+}
+
+}  // namespace openneuron::kernels

@@ -1,0 +1,134 @@
+"""Convolutions on neuron (oneDNN) against the CPU: 1-d/2-d/3-d, stride, padding,
+dilation, groups, transposed (output_padding), bias, padding modes, backward, bf16."""
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import openneuron
+
+
+@pytest.fixture(autouse=True)
+def no_fallback(monkeypatch):
+    monkeypatch.setenv("OPENNEURON_FALLBACK", "error")
+
+
+def check(fn, inputs, neuron, dtype=torch.float32, tol=None):
+    cpu_in = [t.to(dtype).clone().requires_grad_() for t in inputs]
+    dev_in = [t.detach().to(neuron).requires_grad_() for t in cpu_in]
+    ref, got = fn(*cpu_in), fn(*dev_in)
+    assert got.device.type == "neuron" and got.shape == ref.shape and got.dtype == ref.dtype
+    tol = tol or (dict(rtol=1e-4, atol=1e-4) if dtype == torch.float32 else dict(rtol=2e-2, atol=5e-2))
+    torch.testing.assert_close(got.detach().cpu(), ref.detach(), **tol)
+    g = torch.randn_like(ref)
+    ref.backward(g)
+    got.backward(g.to(neuron))
+    for a, b in zip(dev_in, cpu_in):
+        torch.testing.assert_close(a.grad.cpu(), b.grad, **tol)
+
+
+CONV2D = [
+    dict(),
+    dict(stride=2, padding=1),
+    dict(stride=(2, 1), padding=(0, 2), dilation=(1, 2)),
+    dict(groups=2, padding=1),
+    dict(groups=4, padding="same"),
+    dict(padding="valid", dilation=2),
+]
+
+
+@pytest.mark.parametrize("kw", CONV2D, ids=[str(k) for k in CONV2D])
+@pytest.mark.parametrize("bias", [False, True])
+def test_conv2d(neuron, kw, bias):
+    torch.manual_seed(0)
+    g = kw.get("groups", 1)
+    x, w = torch.randn(2, 4, 9, 10), torch.randn(6 if g != 4 else 8, 4 // g, 3, 3)
+    b = torch.randn(w.shape[0])
+    if bias:
+        check(lambda x, w, b: F.conv2d(x, w, b, **kw), [x, w, b], neuron)
+    else:
+        check(lambda x, w: F.conv2d(x, w, **kw), [x, w], neuron)
+
+
+@pytest.mark.parametrize("kw", [dict(), dict(stride=2, padding=1, output_padding=1),
+                                dict(stride=3, dilation=2, groups=2), dict(padding=2)])
+def test_conv_transpose2d(neuron, kw):
+    torch.manual_seed(1)
+    g = kw.get("groups", 1)
+    x, w, b = torch.randn(2, 4, 5, 6), torch.randn(4, 6 // g, 3, 3), torch.randn(6)
+    check(lambda x, w, b: F.conv_transpose2d(x, w, b, **kw), [x, w, b], neuron)
+
+
+def test_conv1d_and_transpose1d(neuron):
+    torch.manual_seed(2)
+    x, w, b = torch.randn(3, 4, 20), torch.randn(5, 4, 3), torch.randn(5)
+    check(lambda x, w, b: F.conv1d(x, w, b, stride=2, padding=1), [x, w, b], neuron)
+    wt = torch.randn(4, 5, 4)
+    check(lambda x, w: F.conv_transpose1d(x, w, stride=2, padding=1, output_padding=1), [x, wt], neuron)
+
+
+def test_conv3d(neuron):
+    torch.manual_seed(3)
+    x, w = torch.randn(1, 2, 5, 6, 7), torch.randn(3, 2, 2, 3, 3)
+    check(lambda x, w: F.conv3d(x, w, padding=1), [x, w], neuron)
+
+
+def test_conv2d_bf16(neuron):
+    torch.manual_seed(4)
+    x, w = torch.randn(2, 8, 12, 12), torch.randn(16, 8, 3, 3) * 0.2
+    check(lambda x, w: F.conv2d(x, w, padding=1), [x, w], neuron, dtype=torch.bfloat16)
+
+
+def test_conv_module_unbatched_and_channels_last(neuron):
+    torch.manual_seed(5)
+    m = nn.Conv2d(3, 4, 3, padding=1)
+    md = nn.Conv2d(3, 4, 3, padding=1).to(neuron)
+    md.load_state_dict(m.state_dict())
+    x = torch.randn(3, 8, 8)  # unbatched
+    torch.testing.assert_close(md(x.to(neuron)).detach().cpu(), m(x).detach(), rtol=1e-4, atol=1e-4)
+    xc = torch.randn(2, 3, 8, 8).to(memory_format=torch.channels_last)
+    torch.testing.assert_close(md(xc.to(neuron)).detach().cpu(), m(xc).detach(), rtol=1e-4, atol=1e-4)
+
+
+def test_conv_padding_mode_circular(neuron, monkeypatch):
+    # Non-zero padding modes pad with F.pad first (reflect/replicate pads are not in this
+    # family); circular padding is built from cat/slicing.
+    monkeypatch.setenv("OPENNEURON_FALLBACK", "silent")
+    openneuron.reset_fallback_stats()
+    torch.manual_seed(6)
+    m = nn.Conv2d(2, 3, 3, padding=1, padding_mode="circular")
+    md = nn.Conv2d(2, 3, 3, padding=1, padding_mode="circular").to(neuron)
+    md.load_state_dict(m.state_dict())
+    x = torch.randn(1, 2, 6, 6)
+    torch.testing.assert_close(md(x.to(neuron)).detach().cpu(), m(x).detach(), rtol=1e-4, atol=1e-4)
+    assert not any("conv" in k for k in openneuron.fallback_stats())
+
+
+def test_conv_errors(neuron):
+    x = torch.randn(1, 4, 5, 5, device=neuron)
+    with pytest.raises(RuntimeError, match="Given groups=1, weight of size"):
+        F.conv2d(x, torch.randn(2, 3, 3, 3, device=neuron))
+    with pytest.raises(RuntimeError, match="should be the same|same dtype"):
+        F.conv2d(x, torch.randn(2, 4, 3, 3, device=neuron, dtype=torch.bfloat16))
+    with pytest.raises(RuntimeError, match="Calculated padded input size|too small"):
+        F.conv2d(x, torch.randn(2, 4, 7, 7, device=neuron))
+
+
+def test_small_cnn_trains_like_cpu(neuron):
+    torch.manual_seed(7)
+    net = nn.Sequential(nn.Conv2d(1, 4, 3, padding=1), nn.ReLU(), nn.Conv2d(4, 8, 3, stride=2),
+                        nn.ReLU(), nn.Flatten(), nn.Linear(8 * 3 * 3, 3))
+    x, y = torch.randn(4, 1, 8, 8), torch.tensor([0, 1, 2, 1])
+    import copy
+    res = []
+    for dev in ("cpu", neuron):
+        m = copy.deepcopy(net).to(dev)
+        opt = torch.optim.SGD(m.parameters(), lr=0.1)
+        for _ in range(3):
+            opt.zero_grad()
+            loss = F.cross_entropy(m(x.to(dev)), y.to(dev))
+            loss.backward()
+            opt.step()
+        res.append(loss.item())
+    assert abs(res[0] - res[1]) < 1e-4

@@ -18,7 +18,7 @@ def check(fn, x, neuron, dtype=torch.float32, grad=True):
     got_t = got[0] if isinstance(got, tuple) else got
     assert got_t.device.type == "neuron" and got_t.shape == ref_t.shape and got_t.dtype == ref_t.dtype
     tol = dict(rtol=1e-5, atol=1e-5) if dtype == torch.float32 else dict(rtol=2e-2, atol=2e-2)
-    torch.testing.assert_close(got_t.detach().cpu(), ref_t.detach(), **tol)
+    torch.testing.assert_close(got_t.detach().cpu(), ref_t.detach(), equal_nan=True, **tol)
     if isinstance(ref, tuple):
         assert torch.equal(got[1].cpu(), ref[1])
     if grad:

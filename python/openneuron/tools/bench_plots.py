@@ -28,6 +28,16 @@ def _speedup_bars(ax, names: list[str], series: dict[str, list[float | None]], t
     ax.invert_yaxis()
     ax.axvline(1.0, color="black", linewidth=0.8)
     ax.set_xscale("log")
+    # Symmetric limits around 1x and plain "2x"-style ticks: log minor labels overlap.
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter
+
+    present = [v for vs in series.values() for v in vs if v]
+    extent = max([2.0] + [max(v, 1 / v) for v in present]) * 1.15
+    ax.set_xlim(1 / extent, extent)
+    ticks = [2.0 ** k for k in range(-8, 9) if 1 / extent <= 2.0 ** k <= extent]
+    ax.xaxis.set_major_locator(FixedLocator(ticks))
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{x:g}×"))
+    ax.xaxis.set_minor_formatter(NullFormatter())
     ax.set_xlabel("speed-up vs reference (log; > 1 is faster)")
     ax.set_title(title)
     ax.legend(loc="lower right", fontsize=7)

@@ -49,6 +49,7 @@ def cmd_bench_report(args: argparse.Namespace) -> int:
     from . import bench_report
 
     results = _load_results(args.results)
+    results.setdefault("results_path", str(args.results))
     bench_report.write(results, args.docs, args.prices)
     print(f"wrote {args.docs}")
     return 0

@@ -101,8 +101,8 @@ namespace openneuron::compiler {
   _(PointwiseLossBackward) /* grad_out (self's sizes, or 1 elem when reduced), self,    \
                               target, weight|none, param(f) -> grad_in */               \
   /* tensor engine: convolution (oneDNN). in[N, C, *sp], weight [O, C/g, *k] (transposed:\
-     [C, O/g, *k]), 1-3 spatial dims. attrs: transposed, groups, then per spatial dim   \
-     stride, padding, dilation, output_padding (4 * nsp values) */                      \
+     [C, O/g, *k]), 1-3 spatial dims. attrs: transposed, groups, stride[nsp],           \
+     padding[nsp], dilation[nsp], output_padding[nsp] (symmetric padding) */            \
   _(Convolution)               /* in, weight, bias|none -> out */                       \
   _(ConvolutionBackwardInput)  /* grad_out, weight -> grad_in; attrs as Convolution */  \
   _(ConvolutionBackwardWeight) /* grad_out, in -> grad_weight; attrs as Convolution */  \
@@ -121,11 +121,7 @@ namespace openneuron::compiler {
   _(UpsampleNearest2d)         /* in, scale_h, scale_w -> out */                        \
   _(UpsampleNearest2dBackward) /* grad_out, scale_h, scale_w -> grad_in */              \
   _(UpsampleBilinear2d)        /* in, scale_h, scale_w -> out; attr[0] align_corners */ \
-  _(UpsampleBilinear2dBackward) /* grad_out, scale_h, scale_w -> grad_in; attr[0] as fwd */\
-  /* exact integer matrix products (wrapping, like PyTorch's CPU) */                   \
-  _(MmInt)       /* a[(B,) M, K], b[(B,) K, N] -> out, one integer dtype */             \
-  _(ScaledMm)    /* a[M,K], b[K,N] (Float8), scale_a, scale_b (Float32, 1 elem or       \
-                    [M,1] / [1,N]), bias[N]|none -> out: dequantised to Float32, GEMM */
+  _(UpsampleBilinear2dBackward) /* grad_out, scale_h, scale_w -> grad_in; attr[0] as fwd */
 
 #define OPENNEURON_FOR_EACH_OP(_)                                                      \
   /* data movement and creation */                                                     \

@@ -90,8 +90,6 @@ onrt_kernel_fn conv_kernel(DType dtype);
 bool conv_native(DType dtype);
 // Pool2dParams.
 onrt_kernel_fn pool2d_kernel(Pool2dKind kind, DType dtype);
-// MmIntParams: UInt8..Int64 (one dtype).
-onrt_kernel_fn mm_int_kernel(DType dtype);
 
 // Intra-op thread pool shared by all kernels. Defaults to
 // std::thread::hardware_concurrency(), or OPENNEURON_INTRAOP_THREADS.

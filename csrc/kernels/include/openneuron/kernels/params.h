@@ -387,13 +387,6 @@ struct Pool2dParams {
   ScalarArg scale_h, scale_w;
 };
 
-// MmInt: exact integer (batched) matrix product with wrapping arithmetic.
-struct MmIntParams {
-  int64_t batch = 1, m = 0, n = 0, k = 0;
-  int64_t a_strides[3] = {}, b_strides[3] = {}, c_strides[3] = {};  // elements
-  TensorArg a, b, out;
-};
-
 static_assert(std::is_trivially_copyable_v<ElementwiseParams>);
 static_assert(std::is_trivially_copyable_v<GemmParams>);
 

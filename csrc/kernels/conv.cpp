@@ -10,40 +10,16 @@
 #include <unordered_map>
 #include <vector>
 
+#include "dnnl_context.h"
 #include "internal.h"
 
 namespace openneuron::kernels {
 namespace detail {
 namespace {
 
-dnnl_engine_t conv_engine() {
-  static dnnl_engine_t e = [] {
-    dnnl_engine_t eng = nullptr;
-    if (dnnl_engine_create(&eng, dnnl_cpu, 0) != dnnl_success) eng = nullptr;
-    return eng;
-  }();
-  return e;
-}
-
-struct StreamHolder {
-  dnnl_stream_t s = nullptr;
-  ~StreamHolder() {
-    if (s) dnnl_stream_destroy(s);
-  }
-};
-
-dnnl_stream_t conv_stream() {
-  thread_local StreamHolder h;
-  if (!h.s && conv_engine()) dnnl_stream_create(&h.s, conv_engine(), dnnl_stream_default_flags);
-  return h.s;
-}
-
+// Convolutions are lowered for f32 and bf16 only; f16 is not offered.
 dnnl_data_type_t dnnl_dt(DType d) {
-  switch (d) {
-    case DType::Float32: return dnnl_f32;
-    case DType::BFloat16: return dnnl_bf16;
-    default: return dnnl_data_type_undef;
-  }
+  return d == DType::Float16 ? dnnl_data_type_undef : dnnl_type(d);
 }
 
 dnnl_format_tag_t plain_tag(int ndims) {
@@ -89,7 +65,7 @@ std::string st(dnnl_status_t s) { return "oneDNN status " + std::to_string(stati
 
 std::unique_ptr<Prim> build(const Key& k) {
   auto p = std::make_unique<Prim>();
-  dnnl_engine_t eng = conv_engine();
+  dnnl_engine_t eng = dnnl_cpu_engine();
   if (!eng) {
     p->error = "oneDNN CPU engine unavailable";
     return p;
@@ -232,8 +208,8 @@ int conv_entry(const void* params, const onrt_arg* args, char* err, size_t errle
       break;
   }
   if (pr.scratch) ex[n++] = {DNNL_ARG_SCRATCHPAD, pr.scratch};
-  dnnl_status_t s = dnnl_primitive_execute(pr.prim, conv_stream(), n, ex);
-  if (s == dnnl_success) s = dnnl_stream_wait(conv_stream());
+  dnnl_status_t s = dnnl_primitive_execute(pr.prim, dnnl_thread_stream(), n, ex);
+  if (s == dnnl_success) s = dnnl_stream_wait(dnnl_thread_stream());
   if (s != dnnl_success)
     return fail(err, errlen, "convolution: oneDNN execution failed (status %d)", static_cast<int>(s));
   return 0;

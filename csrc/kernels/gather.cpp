@@ -13,20 +13,8 @@ namespace openneuron::kernels {
 namespace detail {
 namespace {
 
-// Offsets (elements) of the row-major linear index `lin` over `n` dims for up
-// to 4 layouts.
-struct Walk {
-  int n = 0;
-  int64_t size[kMaxDims] = {}, st[4][kMaxDims] = {};
-  void offsets(int64_t lin, int64_t* o, int k) const {
-    for (int q = 0; q < k; ++q) o[q] = 0;
-    for (int d = n - 1; d >= 0; --d) {
-      const int64_t x = lin % size[d];
-      lin /= size[d];
-      for (int q = 0; q < k; ++q) o[q] += x * st[q][d];
-    }
-  }
-};
+// Up to 4 layouts: index, src, out, self.
+using Walk = OffsetWalk<4>;
 
 template <class T>
 ON_INLINE bool is_nan_v(compute_t<T> v) {

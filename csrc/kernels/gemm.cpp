@@ -8,42 +8,12 @@
 #include <unordered_map>
 #include <vector>
 
+#include "dnnl_context.h"
 #include "internal.h"
 
 namespace openneuron::kernels {
 namespace detail {
 namespace {
-
-dnnl_engine_t engine() {
-  static dnnl_engine_t e = [] {
-    dnnl_engine_t eng = nullptr;
-    if (dnnl_engine_create(&eng, dnnl_cpu, 0) != dnnl_success) eng = nullptr;
-    return eng;
-  }();
-  return e;
-}
-
-struct StreamHolder {
-  dnnl_stream_t s = nullptr;
-  ~StreamHolder() {
-    if (s) dnnl_stream_destroy(s);
-  }
-};
-
-dnnl_stream_t stream() {
-  thread_local StreamHolder h;
-  if (!h.s && engine()) dnnl_stream_create(&h.s, engine(), dnnl_stream_default_flags);
-  return h.s;
-}
-
-dnnl_data_type_t dnnl_type(DType d) {
-  switch (d) {
-    case DType::Float32: return dnnl_f32;
-    case DType::BFloat16: return dnnl_bf16;
-    case DType::Float16: return dnnl_f16;
-    default: return dnnl_data_type_undef;
-  }
-}
 
 struct Key {
   DType dt;
@@ -80,7 +50,7 @@ std::string status_str(dnnl_status_t s) { return "oneDNN status " + std::to_stri
 // Builds the matmul primitive and its reusable memory objects.
 std::unique_ptr<Prim> build(const Key& k) {
   auto p = std::make_unique<Prim>();
-  dnnl_engine_t eng = engine();
+  dnnl_engine_t eng = dnnl_cpu_engine();
   if (!eng) {
     p->error = "oneDNN CPU engine unavailable";
     return p;
@@ -218,8 +188,8 @@ int gemm_entry(const void* params, const onrt_arg* args, char* err, size_t errle
     ex[n++] = {DNNL_ARG_ATTR_OUTPUT_SCALES, pr.scale};
   }
   if (pr.scratch) ex[n++] = {DNNL_ARG_SCRATCHPAD, pr.scratch};
-  dnnl_status_t s = dnnl_primitive_execute(pr.prim, stream(), n, ex);
-  if (s == dnnl_success) s = dnnl_stream_wait(stream());
+  dnnl_status_t s = dnnl_primitive_execute(pr.prim, dnnl_thread_stream(), n, ex);
+  if (s == dnnl_success) s = dnnl_stream_wait(dnnl_thread_stream());
   if (s != dnnl_success) return fail(err, errlen, "gemm: oneDNN execution failed (status %d)", static_cast<int>(s));
   return 0;
 }

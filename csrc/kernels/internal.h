@@ -418,4 +418,31 @@ template <class C> ON_INLINE C mul_w(C a, C b) {
 }
 template <class C> ON_INLINE C neg_w(C a) { return sub_w<C>(C{}, a); }
 
+// Element offsets of the row-major linear index `lin` over `n` dims in up to
+// K layouts that share sizes (st[q] are the strides of layout q).
+template <int K>
+struct OffsetWalk {
+  int n = 0;
+  int64_t size[kMaxDims] = {}, st[K][kMaxDims] = {};
+  void offsets(int64_t lin, int64_t* o, int k) const {
+    for (int q = 0; q < k; ++q) o[q] = 0;
+    for (int d = n - 1; d >= 0; --d) {
+      const int64_t x = lin % size[d];
+      lin /= size[d];
+      for (int q = 0; q < k; ++q) o[q] += x * st[q][d];
+    }
+  }
+};
+
+// Double sum of floats in 8 fixed lanes: vectorises, and the order does not
+// depend on thread count.
+inline double lane_sum8(const float* x, int64_t n) {
+  double l[8] = {};
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8)
+    for (int k = 0; k < 8; ++k) l[k] += x[j + k];
+  for (; j < n; ++j) l[0] += x[j];
+  return ((l[0] + l[4]) + (l[1] + l[5])) + ((l[2] + l[6]) + (l[3] + l[7]));
+}
+
 }  // namespace openneuron::kernels::detail

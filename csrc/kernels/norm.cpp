@@ -13,16 +13,7 @@ namespace openneuron::kernels {
 namespace detail {
 namespace {
 
-// Double sum in 8 fixed lanes (vectorises; order independent of threads).
-inline double dsum(const float* x, int64_t n) {
-  double l[8] = {};
-  int64_t j = 0;
-  for (; j + 8 <= n; j += 8)
-    for (int k = 0; k < 8; ++k) l[k] += x[j + k];
-  for (; j < n; ++j) l[0] += x[j];
-  return ((l[0] + l[4]) + (l[1] + l[5])) + ((l[2] + l[6]) + (l[3] + l[7]));
-}
-// Sum of (x - m)^2.
+// Sum of (x - m)^2, in 8 fixed lanes like lane_sum8.
 inline double dsumsq(const float* x, int64_t n, float m) {
   double l[8] = {};
   int64_t j = 0;
@@ -90,7 +81,7 @@ int layer_norm_fwd(const NormParams& p, const onrt_arg* args) {
       if (rms) {
         var = dsumsq(xf, N, 0.f) / static_cast<double>(N);
       } else {
-        mean = static_cast<float>(dsum(xf, N) / static_cast<double>(N));
+        mean = static_cast<float>(lane_sum8(xf, N) / static_cast<double>(N));
         var = dsumsq(xf, N, mean) / static_cast<double>(N);
       }
       const float rstd = static_cast<float>(1.0 / std::sqrt(var + static_cast<double>(eps)));
@@ -134,7 +125,7 @@ int layer_norm_bwd(const NormParams& p, const onrt_arg* args) {
           g[j] = w ? df[j] * w[j] : df[j];
           xh[j] = (xf[j] - m) * rs;
         }
-        const float a = rms ? 0.f : static_cast<float>(dsum(g.data(), N) / static_cast<double>(N));
+        const float a = rms ? 0.f : static_cast<float>(lane_sum8(g.data(), N) / static_cast<double>(N));
         const float c = static_cast<float>(ddot(g.data(), xh.data(), N) / static_cast<double>(N));
         for (int64_t j = 0; j < N; ++j) g[j] = rs * (g[j] - a - xh[j] * c);
         store_row(dx + r * N, g.data(), N);
@@ -190,7 +181,7 @@ int group_norm_fwd(const NormParams& p, const onrt_arg* args) {
     std::vector<float> buf(std::is_same_v<T, float> ? 0 : D), ob(HW);
     for (int64_t r = rb; r < re; ++r) {
       const float* xf = as_float(x + r * D, D, buf.data());
-      const float mean = D ? static_cast<float>(dsum(xf, D) / static_cast<double>(D)) : 0.f;
+      const float mean = D ? static_cast<float>(lane_sum8(xf, D) / static_cast<double>(D)) : 0.f;
       const double var = D ? dsumsq(xf, D, mean) / static_cast<double>(D) : 0.0;
       const float rstd = static_cast<float>(1.0 / std::sqrt(var + eps));
       mean_o[r] = mean;
@@ -227,7 +218,7 @@ int group_norm_bwd(const NormParams& p, const onrt_arg* args) {
       const float* xf = as_float(x + nc * HW, HW, xb.data());
       const float* gf = as_float(dy + nc * HW, HW, gb.data());
       ds[nc] = ddot(gf, xf, HW);
-      dbs[nc] = dsum(gf, HW);
+      dbs[nc] = lane_sum8(gf, HW);
     }
   };
   parallel_for(N * C, std::max<int64_t>(1, kGrain / std::max<int64_t>(HW, 1)), sums);
@@ -298,7 +289,7 @@ int batch_norm_fwd(const NormParams& p, const onrt_arg* args) {
       float mean, invstd;
       if (train) {
         double s = 0;
-        for (int64_t n = 0; n < N; ++n) s += dsum(as_float(x + (n * C + c) * HW, HW, buf.data()), HW);
+        for (int64_t n = 0; n < N; ++n) s += lane_sum8(as_float(x + (n * C + c) * HW, HW, buf.data()), HW);
         mean = cnt ? static_cast<float>(s / static_cast<double>(cnt)) : 0.f;
         double q = 0;
         for (int64_t n = 0; n < N; ++n)
@@ -356,7 +347,7 @@ int batch_norm_bwd(const NormParams& p, const onrt_arg* args) {
         double l = 0;
         for (int64_t j = 0; j < HW; ++j) l += static_cast<double>(gf[j] * (xf[j] - mean));
         dot += l;
-        sdy += dsum(gf, HW);
+        sdy += lane_sum8(gf, HW);
       }
       if (dw) dw[c] = static_cast<float>(dot * invstd);
       if (db) db[c] = static_cast<float>(sdy);

@@ -10,20 +10,8 @@ namespace openneuron::kernels {
 namespace detail {
 namespace {
 
-// Offset (elements) of the linear index `lin` of the dims other than `skip`
-// (row-major over t's sizes), for two layouts sharing sizes except at `skip`.
-struct Lines {
-  int n = 0;
-  int64_t size[kMaxDims], st[3][kMaxDims];
-  void offsets(int64_t lin, int64_t* o, int k) const {
-    for (int q = 0; q < k; ++q) o[q] = 0;
-    for (int d = n - 1; d >= 0; --d) {
-      const int64_t x = lin % size[d];
-      lin /= size[d];
-      for (int q = 0; q < k; ++q) o[q] += x * st[q][d];
-    }
-  }
-};
+// The dims other than an op's own dim, walked in up to 3 layouts.
+using Lines = OffsetWalk<3>;
 
 // ------------------------------------------------------------ tril / triu
 

@@ -11,16 +11,6 @@ namespace openneuron::kernels {
 namespace detail {
 namespace {
 
-// Double sum of floats in 8 fixed lanes: vectorises, order independent of D's tail.
-inline double sum8(const float* x, int64_t n) {
-  double l[8] = {};
-  int64_t j = 0;
-  for (; j + 8 <= n; j += 8)
-    for (int k = 0; k < 8; ++k) l[k] += x[j + k];
-  for (; j < n; ++j) l[0] += x[j];
-  return ((l[0] + l[4]) + (l[1] + l[5])) + ((l[2] + l[6]) + (l[3] + l[7]));
-}
-
 struct RowIter {
   int n = 0;
   int64_t size[kMaxDims], st[3][kMaxDims];
@@ -71,12 +61,12 @@ int softmax_entry(const void* params, const onrt_arg* args, char*, size_t) {
         double sum = 0;
         if constexpr (OP == SoftmaxOp::Softmax) {
           for (int64_t j = 0; j < D; ++j) a[j] = vexp(a[j] - mx);
-          sum = sum8(a.data(), D);
+          sum = lane_sum8(a.data(), D);
           const float inv = static_cast<float>(1.0 / sum);
           for (int64_t j = 0; j < D; ++j) store_cvt(ro + j * so, a[j] * inv);
         } else {
           for (int64_t j = 0; j < D; ++j) g[j] = vexp(a[j] - mx);
-          sum = sum8(g.data(), D);
+          sum = lane_sum8(g.data(), D);
           // In double: x - (max + log(sum)) cancels when x is near the max.
           const double shift = static_cast<double>(mx) + std::log(sum);
           for (int64_t j = 0; j < D; ++j) store_cvt(ro + j * so, static_cast<double>(a[j]) - shift);
@@ -91,7 +81,7 @@ int softmax_entry(const void* params, const onrt_arg* args, char*, size_t) {
           const float dot = static_cast<float>(acc);
           for (int64_t j = 0; j < D; ++j) store_cvt(ro + j * so, g[j] * (a[j] - dot));
         } else {
-          acc = sum8(a.data(), D);
+          acc = lane_sum8(a.data(), D);
           const float sum = static_cast<float>(acc);
           for (int64_t j = 0; j < D; ++j) store_cvt(ro + j * so, a[j] - vexp(g[j]) * sum);
         }

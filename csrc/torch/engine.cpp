@@ -1,10 +1,12 @@
 #include "engine.h"
 
 #include <ATen/EmptyTensor.h>
+#include <ATen/core/op_registration/adaption.h>
 #include <c10/core/DeviceGuard.h>
 #include <c10/util/Exception.h>
 
 #include "bridge.h"
+#include "op_checks.h"
 #include "openneuron/compiler/compiler.h"
 
 namespace openneuron::bridge {
@@ -120,6 +122,26 @@ at::Tensor to_dtype_on_device(const at::Tensor& t, c10::ScalarType dtype) {
   at::Tensor out = empty_device(t.sizes(), dtype, t.device());
   copy_on_device(out, t);
   return out;
+}
+
+c10::Device common_device(const char* method, std::initializer_list<const at::Tensor*> tensors) {
+  std::optional<c10::Device> device;
+  for (const at::Tensor* t : tensors) {
+    if (!t->defined() || is_cpu_scalar(*t)) continue;
+    c10::impl::check_and_update_common_device(device, *t, method, "argument");
+  }
+  TORCH_INTERNAL_ASSERT(device.has_value() && device->is_privateuseone());
+  return *device;
+}
+
+void check_out_device(const at::Tensor& out, c10::Device device, const char* method) {
+  std::optional<c10::Device> d = device;
+  c10::impl::check_and_update_common_device(d, out, method, "out");
+}
+
+void check_cast(c10::ScalarType from, const at::Tensor& out) {
+  TORCH_CHECK(c10::canCast(from, out.scalar_type()), "result type ", from,
+              " can't be cast to the desired output type ", out.scalar_type());
 }
 
 }  // namespace openneuron::bridge

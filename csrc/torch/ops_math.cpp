@@ -11,6 +11,7 @@
 
 #include "bridge.h"
 #include "engine.h"
+#include "op_checks.h"
 
 namespace openneuron::bridge {
 namespace {
@@ -18,25 +19,6 @@ namespace {
 using compiler::Op;
 
 // ------------------------------------------------------------ common checks
-
-// CPU 0-dim tensors take part as scalars, as with CUDA; any other tensor must
-// be on the same neuron device, or PyTorch's usual device-mismatch error is raised.
-bool is_cpu_scalar(const at::Tensor& t) { return t.defined() && t.is_cpu() && t.dim() == 0; }
-
-c10::Device common_device(const char* method, std::initializer_list<const at::Tensor*> tensors) {
-  std::optional<c10::Device> device;
-  for (const at::Tensor* t : tensors) {
-    if (!t->defined() || is_cpu_scalar(*t)) continue;
-    c10::impl::check_and_update_common_device(device, *t, method, "argument");
-  }
-  TORCH_INTERNAL_ASSERT(device.has_value() && device->is_privateuseone());
-  return *device;
-}
-
-void check_out_device(const at::Tensor& out, c10::Device device, const char* method) {
-  std::optional<c10::Device> d = device;
-  c10::impl::check_and_update_common_device(d, out, method, "out");
-}
 
 // An elementwise operand: a device tensor expanded to the result shape, or a scalar.
 Operand elementwise_operand(const at::Tensor& t, c10::ScalarType compute, at::IntArrayRef shape) {
@@ -59,10 +41,6 @@ void write_result(const at::Tensor& out, c10::ScalarType result_dtype, Body&& bo
   copy_on_device(out, tmp);
 }
 
-void check_cast(c10::ScalarType from, const at::Tensor& out) {
-  TORCH_CHECK(c10::canCast(from, out.scalar_type()), "result type ", from,
-              " can't be cast to the desired output type ", out.scalar_type());
-}
 
 // ---------------------------------------------------------------- unary
 

@@ -42,6 +42,7 @@
 
 #include "bridge.h"
 #include "engine.h"
+#include "op_checks.h"
 #include "openneuron/compiler/compiler.h"
 #include "openneuron/kernels/kernels.h"
 
@@ -52,18 +53,6 @@ using compiler::Op;
 using compiler::ValueId;
 
 // ------------------------------------------------------------ helpers
-
-bool is_cpu_scalar(const at::Tensor& t) { return t.defined() && t.is_cpu() && t.dim() == 0; }
-
-c10::Device common_device(const char* method, std::initializer_list<const at::Tensor*> tensors) {
-  std::optional<c10::Device> device;
-  for (const at::Tensor* t : tensors) {
-    if (!t->defined() || is_cpu_scalar(*t)) continue;
-    c10::impl::check_and_update_common_device(device, *t, method, "argument");
-  }
-  TORCH_INTERNAL_ASSERT(device.has_value() && device->is_privateuseone());
-  return *device;
-}
 
 bool is_half_or_float(c10::ScalarType t) {
   return t == c10::kFloat || t == c10::kBFloat16 || t == c10::kHalf;

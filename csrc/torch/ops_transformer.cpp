@@ -16,6 +16,7 @@
 
 #include "bridge.h"
 #include "engine.h"
+#include "op_checks.h"
 
 namespace openneuron::bridge {
 namespace {
@@ -25,18 +26,6 @@ using compiler::Op;
 using OptTensor = std::optional<at::Tensor>;
 
 // ------------------------------------------------------------ common helpers
-
-bool is_cpu_scalar(const Tensor& t) { return t.defined() && t.is_cpu() && t.dim() == 0; }
-
-c10::Device common_device(const char* method, std::initializer_list<const Tensor*> tensors) {
-  std::optional<c10::Device> device;
-  for (const Tensor* t : tensors) {
-    if (!t->defined() || is_cpu_scalar(*t)) continue;
-    c10::impl::check_and_update_common_device(device, *t, method, "argument");
-  }
-  TORCH_INTERNAL_ASSERT(device.has_value() && device->is_privateuseone());
-  return *device;
-}
 
 c10::Device common_device_opt(const char* method, const Tensor& first,
                               std::initializer_list<const OptTensor*> opts) {
@@ -370,16 +359,6 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm_backward(
 }
 
 // ------------------------------------------------------------ selection ops
-
-void check_out_device(const Tensor& out, c10::Device device, const char* method) {
-  std::optional<c10::Device> d = device;
-  c10::impl::check_and_update_common_device(d, out, method, "out");
-}
-
-void check_cast(c10::ScalarType from, const Tensor& out) {
-  TORCH_CHECK(c10::canCast(from, out.scalar_type()), "result type ", from,
-              " can't be cast to the desired output type ", out.scalar_type());
-}
 
 // Runs body(target) with a dense target of `dtype`, copied into `out` when
 // out differs in dtype or layout.

@@ -27,17 +27,22 @@ def test_fallback_is_correct_warned_once_and_counted(neuron, monkeypatch):
 
 
 def test_fallback_keeps_in_place_and_out_semantics(neuron, monkeypatch):
+    # exp2 and logcumsumexp have no native kernel: both go through the fallback.
     monkeypatch.setenv("OPENNEURON_FALLBACK", "silent")
+    openneuron.reset_fallback_stats()
     x = torch.randn(10)
     d = x.to(neuron)
     view = d[2:8]
-    view.cumsum_(0)  # in-place fallback through a view must write the base
+    view.exp2_()  # in-place fallback through a view must write the base
     ref = x.clone()
-    ref[2:8].cumsum_(0)
+    ref[2:8].exp2_()
     torch.testing.assert_close(d.cpu(), ref)
     out = torch.empty(0, device=neuron)
-    torch.cumprod(d, 0, out=out)
-    torch.testing.assert_close(out.cpu(), torch.cumprod(ref, 0))
+    torch.logcumsumexp(d, 0, out=out)
+    torch.testing.assert_close(out.cpu(), torch.logcumsumexp(ref, 0))
+    stats = openneuron.fallback_stats()
+    assert any(k.startswith("aten::exp2") for k in stats), stats
+    assert any(k.startswith("aten::_logcumsumexp") for k in stats), stats
 
 
 def test_error_mode_names_the_op(neuron, monkeypatch):

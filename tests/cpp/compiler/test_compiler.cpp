@@ -1,6 +1,5 @@
 // Graph, signature, program cache, validation errors, multi-node graphs with
 // scratch intermediates, and execution through the runtime.
-#include <chrono>
 #include <thread>
 
 #include "test_util.h"
@@ -183,28 +182,21 @@ TEST(ProgramCache, ConcurrentLookupsAgree) {
   cache.clear();
 }
 
-TEST(Overhead, TinyOpsAreCheap) {
-  // One-element add: kernel time must stay well under a microsecond.
+// A one-element add runs as a single instruction called directly (its cost is
+// measured by benchmarks/dispatch_latency.py, not asserted here).
+TEST(Overhead, TinyOpIsOneDirectInstruction) {
   auto a = HostTensor::make(DType::Float32, {1}).randomize(1);
   auto out = HostTensor::make(DType::Float32, {1});
   auto p = compile(Graph::single_op(Op::Add, {a.vt(), a.vt(), ValueType::scalar_float(), out.vt()}, 3));
   ASSERT_EQ(p->instructions.size(), 1u);
+  EXPECT_EQ(p->scratch_bytes, 0u);
   const Instruction& ins = p->instructions[0];
   std::vector<onrt_arg> args = {a.arg(), a.arg(), farg(1.0), out.arg()};
   std::vector<onrt_arg> local;
   for (int s : ins.arg_slots) local.push_back(args[s]);
   char err[128];
-  const int iters = 100000;
-  const auto t0 = std::chrono::steady_clock::now();
-  for (int i = 0; i < iters; ++i) ins.fn(ins.params.data(), local.data(), err, sizeof err);
-  const double ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count() / iters;
+  ASSERT_EQ(ins.fn(ins.params.data(), local.data(), err, sizeof err), 0) << err;
   EXPECT_EQ(out.get(0), 2 * float(a.get(0)));
-#if defined(__SANITIZE_ADDRESS__)
-  EXPECT_LT(ns, 20000.0);
-#else
-  EXPECT_LT(ns, 1000.0) << ns << " ns per 1-element add";
-#endif
-  RecordProperty("ns_per_tiny_add", std::to_string(ns));
 }
 
 // Through the real runtime: device memory, a stream, launch, synchronize.

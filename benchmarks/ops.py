@@ -48,6 +48,12 @@ def _adamw(params, grads, exp_avg, exp_avg_sq):
                                   weight_decay=0.01, eps=1e-8, maximize=False)
 
 
+def _sdpa_fwd_bwd(q, k, v):
+    q, k, v = (t.detach().requires_grad_() for t in (q, k, v))
+    out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    torch.autograd.backward(out, torch.ones_like(out))
+
+
 FAMILIES: dict[str, dict[str, OpSpec]] = {
     "elementwise": {
         "add 1M": (_rr((1024, 1024), (1024, 1024)), torch.add),
@@ -55,6 +61,17 @@ FAMILIES: dict[str, dict[str, OpSpec]] = {
         "gelu 1M": (_r(1024, 1024), F.gelu),
         "exp 1M": (_r(1024, 1024), torch.exp),
         "add broadcast 1M": (_rr((1024, 1024), (1024,)), torch.add),
+    },
+    "activation": {
+        "softplus 1M": (_r(1024, 1024), F.softplus),
+        "mish 1M": (_r(1024, 1024), F.mish),
+        "hardswish 1M": (_r(1024, 1024), F.hardswish),
+        "elu 1M": (_r(1024, 1024), F.elu),
+        "leaky_relu 1M": (_r(1024, 1024), F.leaky_relu),
+        "logsigmoid 1M": (_r(1024, 1024), F.logsigmoid),
+        "log1p 1M": (lambda dt: [torch.rand(1024, 1024).to(dt)], torch.log1p),
+        "tan 1M": (_r(1024, 1024), torch.tan),
+        "mish_backward 1M": (_rr((1024, 1024), (1024, 1024)), torch.ops.aten.mish_backward),
     },
     "reduction": {
         "sum dim -1 1M": (_r(1024, 1024), lambda x: x.sum(-1)),
@@ -70,6 +87,11 @@ FAMILIES: dict[str, dict[str, OpSpec]] = {
         "sdpa causal 4x8x256x64": (
             lambda dt: [torch.randn(4, 8, 256, 64).to(dt) for _ in range(3)],
             lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True)),
+        "sdpa causal 1x8x1024x64": (
+            lambda dt: [torch.randn(1, 8, 1024, 64).to(dt) for _ in range(3)],
+            lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True)),
+        "sdpa fwd+bwd causal 4x8x256x64": (
+            lambda dt: [torch.randn(4, 8, 256, 64).to(dt) for _ in range(3)], _sdpa_fwd_bwd),
     },
     "convolution": {
         "conv2d 8x64x56x56 k3": (
@@ -152,6 +174,7 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--out", required=True)
+    ap.add_argument("--families", default="", help="comma-separated subset of FAMILIES")
     args = ap.parse_args()
     if args.threads > 0:
         torch.set_num_threads(args.threads)
@@ -161,6 +184,8 @@ def main() -> None:
     start = time.monotonic()
     for dtype_name in args.dtypes.split(","):
         for family, ops in FAMILIES.items():
+            if args.families and family not in args.families.split(","):
+                continue
             for name, spec in ops.items():
                 rows.append(bench_op(family, name, spec, DTYPES[dtype_name], policy))
     with open(args.out, "w") as f:

@@ -172,5 +172,11 @@ void lower_pointwise_loss(LowerCtx&);
 void lower_conv(LowerCtx&);
 void lower_pool2d(LowerCtx&);
 
+// activations and unary math
+void lower_activation(LowerCtx&);
+
+// attention
+void lower_attention(LowerCtx&);
+
 
 }  // namespace openneuron::compiler::detail

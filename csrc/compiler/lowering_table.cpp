@@ -151,6 +151,47 @@ constexpr Entry kTable[] = {
     {Op::UpsampleBilinear2d, lower_pool2d},
     {Op::UpsampleBilinear2dBackward, lower_pool2d},
 
+    // activations and unary math
+    {Op::Softplus, lower_activation},
+    {Op::Mish, lower_activation},
+    {Op::Hardswish, lower_activation},
+    {Op::Hardsigmoid, lower_activation},
+    {Op::LogSigmoid, lower_activation},
+    {Op::Elu, lower_activation},
+    {Op::LeakyRelu, lower_activation},
+    {Op::Hardtanh, lower_activation},
+    {Op::Exp2, lower_activation},
+    {Op::Expm1, lower_activation},
+    {Op::Log1p, lower_activation},
+    {Op::Log2, lower_activation},
+    {Op::Log10, lower_activation},
+    {Op::Trunc, lower_activation},
+    {Op::Frac, lower_activation},
+    {Op::Tan, lower_activation},
+    {Op::Asin, lower_activation},
+    {Op::Acos, lower_activation},
+    {Op::Atan, lower_activation},
+    {Op::Sinh, lower_activation},
+    {Op::Cosh, lower_activation},
+    {Op::Asinh, lower_activation},
+    {Op::Acosh, lower_activation},
+    {Op::Atanh, lower_activation},
+    {Op::IsInf, lower_activation},
+    {Op::IsFinite, lower_activation},
+    {Op::Fmod, lower_activation},
+    {Op::SoftplusBackward, lower_activation},
+    {Op::MishBackward, lower_activation},
+    {Op::HardswishBackward, lower_activation},
+    {Op::HardsigmoidBackward, lower_activation},
+    {Op::LogSigmoidBackward, lower_activation},
+    {Op::EluBackward, lower_activation},
+    {Op::LeakyReluBackward, lower_activation},
+    {Op::HardtanhBackward, lower_activation},
+
+    // attention
+    {Op::Attention, lower_attention},
+    {Op::AttentionBackward, lower_attention},
+
 };
 
 constexpr size_t kNumOps = 0

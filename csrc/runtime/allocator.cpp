@@ -161,6 +161,7 @@ void CachingAllocator::take_block(Block* b, size_t size, size_t requested) {
       b->pool == ONRT_POOL_SMALL ? remaining >= kMinBlockSize : remaining > kSmallSize;
   if (split) {
     auto* rest = new Block(b->ptr + size, remaining, b->stream, b->pool);
+    rest->free_seq = b->free_seq;
     rest->prev = b;
     rest->next = b->next;
     if (b->next != nullptr) b->next->prev = rest;
@@ -187,6 +188,7 @@ void CachingAllocator::free_block(Block* b) {
   if (Block* n = b->next; n != nullptr && n->state == State::kFree) {
     free_set_remove(n);
     b->size += n->size;
+    b->free_seq = std::max(b->free_seq, n->free_seq);
     b->next = n->next;
     if (b->next != nullptr) b->next->prev = b;
     delete n;
@@ -194,6 +196,7 @@ void CachingAllocator::free_block(Block* b) {
   if (Block* p = b->prev; p != nullptr && p->state == State::kFree) {
     free_set_remove(p);
     p->size += b->size;
+    p->free_seq = std::max(p->free_seq, b->free_seq);
     p->next = b->next;
     if (p->next != nullptr) p->next->prev = p;
     delete b;
@@ -205,7 +208,8 @@ void CachingAllocator::free_block(Block* b) {
 void CachingAllocator::release_cached_segments() {
   for (auto it = segments_.begin(); it != segments_.end();) {
     Block* head = it->second;
-    if (head->state != State::kFree || head->next != nullptr) {
+    if (head->state != State::kFree || head->next != nullptr ||
+        !head->stream->reached(head->free_seq)) {
       ++it;
       continue;
     }
@@ -218,6 +222,29 @@ void CachingAllocator::release_cached_segments() {
     delete head;
     it = segments_.erase(it);
   }
+}
+
+std::vector<std::pair<Stream*, uint64_t>> CachingAllocator::unreached_cached_segments() {
+  std::vector<std::pair<Stream*, uint64_t>> out;
+  for (auto& [base, head] : segments_) {
+    if (head->state == State::kFree && head->next == nullptr &&
+        !head->stream->reached(head->free_seq)) {
+      out.emplace_back(head->stream, head->free_seq);
+    }
+  }
+  return out;
+}
+
+void CachingAllocator::release_cached_segments_waiting(std::unique_lock<std::mutex>& lock) {
+  release_cached_segments();
+  auto waits = unreached_cached_segments();
+  if (waits.empty()) return;
+  // Not under mu_: the work being waited for may itself use the allocator.
+  lock.unlock();
+  for (auto& [stream, seq] : waits) stream->wait_until(seq);
+  lock.lock();
+  process_pending_frees();
+  release_cached_segments();
 }
 
 void CachingAllocator::process_pending_frees() {
@@ -235,7 +262,7 @@ void CachingAllocator::process_pending_frees() {
 onrt_status CachingAllocator::malloc(size_t bytes, Stream* stream, void** out) {
   *out = nullptr;
   if (bytes == 0) return ONRT_OK;
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   process_pending_frees();
   const size_t size = round_size(std::min(bytes, kMaxRequest));
   const int pool = bytes < kSmallSize ? ONRT_POOL_SMALL : ONRT_POOL_LARGE;
@@ -248,6 +275,8 @@ onrt_status CachingAllocator::malloc(size_t bytes, Stream* stream, void** out) {
     if (!fits(seg)) {
       const int64_t before = stats_.num_device_free;
       release_cached_segments();
+      // Waiting for streams is worth it only when idle segments were not enough.
+      if (!fits(seg)) release_cached_segments_waiting(lock);
       if (stats_.num_device_free != before) ++stats_.num_alloc_retries;
     }
     // Near capacity, a shared 20 MiB segment may not fit where an exact one does.
@@ -282,6 +311,7 @@ onrt_status CachingAllocator::free(void* ptr) {
   }
   Block* b = it->second;
   live_.erase(it);
+  b->free_seq = b->stream->enqueued();
   update(stats_.allocation, b->pool, -1);
   update(stats_.allocated_bytes, b->pool, -static_cast<int64_t>(b->size));
   update(stats_.requested_bytes, b->pool, -static_cast<int64_t>(b->requested));
@@ -331,9 +361,9 @@ bool CachingAllocator::contains(const void* ptr, size_t bytes) {
 }
 
 void CachingAllocator::empty_cache() {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   process_pending_frees();
-  release_cached_segments();
+  release_cached_segments_waiting(lock);
 }
 
 onrt_memory_stats CachingAllocator::stats() {

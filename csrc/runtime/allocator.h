@@ -70,6 +70,10 @@ class CachingAllocator {
     Block* prev = nullptr;  // neighbours inside the segment
     Block* next = nullptr;
     std::vector<Stream*> stream_uses;  // streams other than `stream` using it
+    // Position of `stream` when the block was last freed: work queued before
+    // it may still touch the memory, so the segment must not be unmapped
+    // until the stream has passed it.
+    uint64_t free_seq = 0;
     bool is_split() const { return prev != nullptr || next != nullptr; }
   };
   struct BlockLess {
@@ -85,6 +89,12 @@ class CachingAllocator {
   void take_block(Block* block, size_t size, size_t requested);
   void free_block(Block* block);
   void release_cached_segments();
+  // Stream positions that fully free segments still wait for.
+  std::vector<std::pair<Stream*, uint64_t>> unreached_cached_segments();
+  // release_cached_segments(), then waits (without mu_) for the streams of
+  // free segments that still have work queued from before their free and
+  // releases those too.
+  void release_cached_segments_waiting(std::unique_lock<std::mutex>& lock);
   void process_pending_frees();
   Block* live_block_containing(const void* ptr);
   void free_set_add(Block* b);

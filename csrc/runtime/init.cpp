@@ -34,6 +34,7 @@ std::unique_ptr<Device> make_device(const Config& cfg, int index) {
   p.supports_fp8 = cfg.platform->supports_fp8 ? 1 : 0;
   p.supports_bf16 = 1;
   p.supports_fp16 = 1;
+  p.host_mapped = 1;  // a virtual core's memory is host memory
   dev->allocator = std::make_unique<CachingAllocator>(index, cfg.hbm_bytes_per_core);
   dev->streams.push_back(std::make_unique<Stream>(index, 0, 0));
   dev->default_stream = dev->streams[0].get();

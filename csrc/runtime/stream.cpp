@@ -160,14 +160,18 @@ onrt_status Stream::take_error_locked(std::unique_lock<std::mutex>& lock) {
 void Stream::destroy() {
   if (destroyed_.exchange(true)) return;
   wait_until(enqueued());
+  std::thread worker;
   {
+    // push() starts the worker under mu_, so take it under mu_ as well.
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
+    worker = std::move(worker_);
   }
   work_cv_.notify_one();
-  if (worker_.joinable()) worker_.join();
+  if (worker.joinable()) worker.join();
   std::lock_guard<std::mutex> lock(mu_);
-  queue_.release_storage();
+  // A push racing destroy() starts a fresh worker; its items must not vanish.
+  if (queue_.empty()) queue_.release_storage();
 }
 
 void Stream::spin_for_work() {
@@ -186,12 +190,14 @@ void Stream::worker_main() {
       lock.unlock();
       spin_for_work();
       lock.lock();
-      while ((queue_.empty() || busy_) && !stop_) {
+      // Stop only with nothing queued: items queued behind an inline item that
+      // is still running would otherwise never run, and their waiters hang.
+      while (queue_.empty() ? !stop_ : busy_) {
         worker_sleeping_ = true;
         work_cv_.wait(lock);
         worker_sleeping_ = false;
       }
-      if (queue_.empty() || busy_) return;  // stop_ with nothing left to do
+      if (queue_.empty()) return;  // stop_ with nothing left to do
     }
     WorkItem item = queue_.pop();
     queued_.store(queue_.size(), std::memory_order_release);

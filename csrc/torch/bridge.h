@@ -62,7 +62,15 @@ void resize_storage_bytes(const c10::Storage& storage, size_t new_bytes);
 std::vector<std::pair<std::string, int64_t>> fallback_counts();
 void reset_fallback_counts();
 
-// Runs an op on the CPU exactly as the boxed CPU fallback does (honours
+// Host library kernels (host_library.cpp): runs a boxed op with PyTorch's CPU
+// kernel in place on device memory; false (stack untouched) when the call cannot
+// run that way. Counted per op in library_counts().
+bool try_host_library_kernel(const c10::OperatorHandle& op, std::vector<c10::IValue>* stack);
+std::vector<std::pair<std::string, int64_t>> library_counts();
+void reset_library_counts();
+
+// Runs an op without a native engine for this case: through the host library
+// kernel when it can, else on the CPU exactly as the boxed CPU fallback does (honours
 // OPENNEURON_FALLBACK, warns once, counts in fallback_stats()): for native
 // registrations that route an unsupported case to the CPU. Defined in
 // fallback.cpp (boxed_cpu_fallback) and fallback_call.cpp (cpu_fallback_call).

@@ -1,9 +1,11 @@
-// CPU fallback for ops without a native neuron lowering, and autocast.
+// Ops without a native neuron lowering, and autocast.
 //
-// An op with no neuron kernel runs on the CPU: inputs are copied out, the CPU
-// kernel runs, results are copied back (in-place, out= and view semantics are
-// kept by ATen's cpu_fallback). Each op warns once and is counted, so users see
-// what did not run natively. OPENNEURON_FALLBACK=warn|silent|error.
+// An op with no lowering of our own first tries the host library path
+// (host_library.cpp: PyTorch's CPU kernel in place on device memory, counted as
+// native (library)). Calls that cannot run there take the CPU fallback: inputs are
+// copied out, the CPU kernel runs, results are copied back (in-place, out= and view
+// semantics are kept by ATen's cpu_fallback). Each such op warns once and is
+// counted, so users see what did not run natively. OPENNEURON_FALLBACK=warn|silent|error.
 #include <ATen/ATen.h>
 #include <ATen/autocast_mode.h>
 #include <ATen/native/CPUFallback.h>
@@ -40,6 +42,7 @@ FallbackCounts& counts() {
 }
 
 void neuron_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  if (try_host_library_kernel(op, stack)) return;
   const auto& schema_name = op.schema().operator_name();
   std::string name = schema_name.name;
   if (!schema_name.overload_name.empty()) name += "." + schema_name.overload_name;

@@ -11,6 +11,7 @@
 
 #include "bridge.h"
 #include "engine.h"
+#include "native_ops.h"
 #include "op_checks.h"
 
 namespace openneuron::bridge {
@@ -753,7 +754,8 @@ void fill_scalar_device(const at::Tensor& t, double value) {
   m.impl(#name, bin_tensor<Op::op, BinaryKind::kind>);                                \
   m.impl(#name ".out", bin_out<Op::op, BinaryKind::kind>);
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, lib) {
+  NativeOps m(lib);  // a declined call runs as a host library kernel
   UNARY(neg, Neg, SameType)
   UNARY(abs, Abs, SameType)
   UNARY(relu, Relu, SameType)

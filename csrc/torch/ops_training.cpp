@@ -42,6 +42,7 @@
 
 #include "bridge.h"
 #include "engine.h"
+#include "native_ops.h"
 #include "op_checks.h"
 #include "openneuron/compiler/compiler.h"
 #include "openneuron/kernels/kernels.h"
@@ -1491,7 +1492,8 @@ at::Tensor upsample_bilinear2d_backward(const at::Tensor& grad, c10::SymIntArray
   m.impl("_foreach_" #name ".Tensor", fe_##name##_tensor);         \
   m.impl("_foreach_" #name "_.Tensor", fe_##name##_tensor_);
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, lib) {
+  NativeOps m(lib);  // a declined call runs as a host library kernel
   m.impl("_fused_adam_", fused_adam_);
   m.impl("_fused_adam_.tensor_lr", fused_adam_tlr_);
   m.impl("_fused_adamw_", fused_adamw_);

@@ -16,6 +16,7 @@
 
 #include "bridge.h"
 #include "engine.h"
+#include "native_ops.h"
 #include "op_checks.h"
 
 namespace openneuron::bridge {
@@ -488,7 +489,13 @@ void isx_into(const Tensor& self, const Tensor& out) {
 template <int kWhich>
 Tensor& isx_out(const Tensor& self, Tensor& out) {
   const char* name = kWhich == 0 ? "isnan" : kWhich > 0 ? "isposinf" : "isneginf";
-  TORCH_CHECK(!self.is_complex(), name, " does not support complex inputs.");
+  TORCH_CHECK(kWhich == 0 || !self.is_complex(), name, " does not support complex inputs.");
+  if (self.is_complex()) {  // isnan: either part is NaN
+    check_out_device(out, self.device(), name);
+    at::native::resize_output(out, self.sizes());
+    out.copy_(at::isnan(at::view_as_real(self)).any(-1));
+    return out;
+  }
   TORCH_CHECK(out.scalar_type() == c10::kBool, name, " does not support non-boolean outputs.");
   check_out_device(out, self.device(), name);
   at::native::resize_output(out, self.sizes());
@@ -509,8 +516,13 @@ struct RPlan {
 RPlan rplan(const Tensor& self, at::OptionalIntArrayRef dims, bool keepdim) {
   RPlan p;
   const int64_t nd = self.dim();
-  if (!dims.has_value() || dims->empty()) {
-    p.mask = nd == 0 ? 0 : (int64_t(1) << nd) - 1;
+  if (nd == 0) {
+    // A 0-dim tensor reduces to itself; dim 0 / -1 are valid names for it.
+    if (dims.has_value()) {
+      for (int64_t d : *dims) c10::maybe_wrap_dim(d, nd);
+    }
+  } else if (!dims.has_value() || dims->empty()) {
+    p.mask = (int64_t(1) << nd) - 1;
   } else {
     for (int64_t d : *dims) {
       const int64_t w = c10::maybe_wrap_dim(d, nd);
@@ -995,7 +1007,11 @@ Tensor& isin_st_out(const at::Scalar& el, const Tensor& test, bool, bool invert,
 // ------------------------------------------------------------ gather / scatter
 
 void check_index_long(const Tensor& index, const char* name) {
-  TORCH_CHECK(index.scalar_type() == c10::kLong, name, "(): Expected dtype int64 for index");
+  // int32 indices are valid too; the engine reads int64 only, so such calls
+  // decline to the host library kernel (native_ops.h).
+  TORCH_CHECK_NOT_IMPLEMENTED(index.scalar_type() != c10::kInt, name,
+                              "(): int32 index (engine reads int64)");
+  TORCH_CHECK(index.scalar_type() == c10::kLong, name, "(): Expected dtype int32/int64 for index");
 }
 
 Tensor& nv_gather_out(const Tensor& self, int64_t dim, const Tensor& index, bool, Tensor& out) {
@@ -1523,7 +1539,8 @@ Tensor& vector_norm_out(const Tensor& self, const at::Scalar& ord_s, at::Optiona
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, lib) {
+  NativeOps m(lib);  // a declined call runs as a host library kernel
   // selection, masks, reductions, scans
   m.impl("cat", cat);
   m.impl("cat.out", cat_out);
@@ -1563,7 +1580,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("cumprod.out", scan_out<Op::Cumprod>);
 }
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, lib) {
+  NativeOps m(lib);  // a declined call runs as a host library kernel
   // norms
   m.impl("native_layer_norm", native_layer_norm);
   m.impl("native_layer_norm_backward", native_layer_norm_backward);
@@ -1579,7 +1597,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("batch_norm_backward", batch_norm_backward);
 }
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, lib) {
+  NativeOps m(lib);  // a declined call runs as a host library kernel
   // pow, floor_divide, isin
   m.impl("pow.Tensor_Scalar_out", pow_ts_out);
   m.impl("pow.Tensor_Tensor_out", pow_tt_out);

@@ -128,6 +128,12 @@ PYBIND11_MODULE(_C, m) {
     return d;
   });
   m.def("reset_fallback_stats", [] { reset_fallback_counts(); });
+  m.def("library_stats", [] {
+    py::dict d;
+    for (const auto& [name, n] : library_counts()) d[py::str(name)] = n;
+    return d;
+  });
+  m.def("reset_library_stats", [] { reset_library_counts(); });
   m.def("compile_cache_stats", &compile_cache_stats);
   m.def("runtime_counters", &runtime_counters);
 }

@@ -17,6 +17,8 @@ __all__ = [
     "is_loaded",
     "load_error",
     "reset_fallback_stats",
+    "library_stats",
+    "reset_library_stats",
     "runtime_counters",
 ]
 
@@ -55,6 +57,9 @@ def _load() -> None:
     # Trainium's native low-precision type: autocast(device_type="neuron") uses bf16.
     torch.set_autocast_dtype("neuron", torch.bfloat16)
     _printing.install()
+    from . import _compat
+
+    _compat.install()  # module.to("neuron") keeps Parameter objects, as on CUDA
     _loaded = True
 
 
@@ -96,6 +101,20 @@ def reset_fallback_stats() -> None:
     from . import _C
 
     _C.reset_fallback_stats()
+
+
+def library_stats() -> dict[str, int]:
+    """Calls per ATen op that ran through a host library kernel: no lowering of our own, so
+    PyTorch's CPU kernel ran in place on the device memory (no copies of the inputs)."""
+    from . import _C
+
+    return dict(_C.library_stats())
+
+
+def reset_library_stats() -> None:
+    from . import _C
+
+    _C.reset_library_stats()
 
 
 def compile_cache_stats() -> dict[str, float]:

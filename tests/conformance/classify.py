@@ -13,8 +13,10 @@ Natively run or not: the CPU fallback counts every op it runs
 (`openneuron.fallback_stats()`), so the harness resets the counts before the op runs on
 neuron and reads them right after (and again around the backward pass). Any fallback call
 makes the case "fallback" and names the ATen ops that fell back. The aten ops that did
-run on the device are recorded too (a TorchDispatchMode that only watches), which is how
-"native (library)" is told apart from "native (own lowering)": see LIBRARY_OPS.
+run on the device are recorded too (a TorchDispatchMode that only watches). Ops without a
+lowering of our own that ran PyTorch's CPU kernel in place on device memory are counted by
+the bridge (`openneuron.library_stats()`): a case that used any is "native (library)",
+apart from "native (own lowering)"; see also LIBRARY_OPS.
 """
 
 from __future__ import annotations
@@ -48,6 +50,10 @@ STATUSES = ("native_own", "native_library", "fallback", "wrong", "error", "skipp
 # If the bridge ever exports the list itself (`openneuron._C.library_ops()`), it is
 # merged in automatically.
 LIBRARY_OPS: set[str] = set()
+
+# Host library calls counted by the bridge travel with the recorded device ops under this
+# prefix (see _Window), so every window reports both in one set.
+LIBRARY_PREFIX = "library:"
 
 
 def library_ops() -> set[str]:
@@ -320,6 +326,7 @@ class _Window:
 
     def __enter__(self):
         openneuron.reset_fallback_stats()
+        openneuron.reset_library_stats()
         self._mode = _DeviceOpRecorder() if self.record else None
         if self._mode is not None:
             self._mode.__enter__()
@@ -330,6 +337,7 @@ class _Window:
             self._mode.__exit__(*exc)
             self.ops = self._mode.ops
         self.fallbacks = dict(openneuron.fallback_stats())
+        self.ops |= {LIBRARY_PREFIX + name for name in openneuron.library_stats()}
         return False
 
 
@@ -920,13 +928,14 @@ def run_case(op, dtype: torch.dtype, *, max_samples: int | None = None,
             if out.status in ("wrong", "error"):
                 res.detail = {"sample": i, "input": describe_sample(sample),
                               "phase": out.phase, "message": out.message}
+    library_calls = {x[len(LIBRARY_PREFIX):] for x in ops if x.startswith(LIBRARY_PREFIX)}
+    ops = {x for x in ops if not x.startswith(LIBRARY_PREFIX)}
     if worst is None:
         res.status = "skipped"
         reason = skipped_msgs[0] if skipped_msgs else "no samples"
         res.detail = {"message": "no sample could run on the CPU: " + reason}
     elif worst == "native":
-        lib = library_ops()
-        used = sorted(ops & lib)
+        used = sorted((ops & library_ops()) | library_calls)
         res.library_ops = used
         res.status = "native_library" if used else "native_own"
     else:

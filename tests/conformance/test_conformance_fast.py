@@ -113,13 +113,24 @@ def test_harness_flags_a_wrong_gradient():
     assert res.status == "wrong" and res.detail["phase"] == "backward", res
 
 
-# An op with a CPU kernel only: on neuron it can only run through the CPU fallback.
+# An op with a CPU kernel only: on neuron it runs as a host library kernel (the CPU kernel in
+# place on device memory), or through the CPU fallback when that path is turned off.
 _SELFTEST = torch.library.Library("conformance_selftest", "DEF")
 _SELFTEST.define("twice(Tensor x) -> Tensor")
 _SELFTEST.impl("twice", lambda x: x * 2, "CPU")
 
 
-def test_harness_sees_the_cpu_fallback():
+def test_harness_sees_host_library_kernels():
+    op = _fake_opinfo("fake_cpu_only", torch.ops.conformance_selftest.twice)
+    op.supports_autograd = False
+    res = classify.run_case(op, torch.float32)
+    assert res.status == "native_library", res
+    assert res.library_ops == ["conformance_selftest::twice"], res
+
+
+def test_harness_sees_the_cpu_fallback(monkeypatch):
+    monkeypatch.setenv("OPENNEURON_HOST_LIBRARY", "0")
+    monkeypatch.setenv("OPENNEURON_FALLBACK", "silent")
     op = _fake_opinfo("fake_cpu_only", torch.ops.conformance_selftest.twice)
     op.supports_autograd = False
     res = classify.run_case(op, torch.float32)

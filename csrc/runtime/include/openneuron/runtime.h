@@ -81,6 +81,9 @@ typedef struct onrt_device_properties {
   int32_t supports_fp8;   /* trn3 only */
   int32_t supports_bf16;
   int32_t supports_fp16;
+  /* Device memory is addressable by the host at the pointers the allocator
+   * returns (virtual cores): host library kernels may run on it in place. */
+  int32_t host_mapped;
 } onrt_device_properties;
 
 onrt_status onrt_device_get_properties(int device, onrt_device_properties* out);

@@ -123,6 +123,41 @@ namespace openneuron::compiler {
   _(UpsampleBilinear2d)        /* in, scale_h, scale_w -> out; attr[0] align_corners */ \
   _(UpsampleBilinear2dBackward) /* grad_out, scale_h, scale_w -> grad_in; attr[0] as fwd */
 
+// Fused scaled dot-product attention (memory-efficient: scores are never
+// materialised). q[B, H, L, E], k[B, Hk, S, E], v[B, Hk, S, Ev] of one dtype
+// Float32|BFloat16|Float16, H % Hk == 0; mask: Bool (true = keep) or an additive
+// float tensor with [B, H, L, S] sizes (broadcast dims stride 0), or none.
+// attr[0] = causal (top-left: query i sees keys j <= i), attr[1] = dropout
+// (seed, offset draw Philox as AttentionParams). A row with every key masked
+// outputs 0 and lse +inf.
+#define OPENNEURON_ATTENTION_OPS(_)                                                    \
+  _(Attention)  /* q, k, v, mask|none, scale(f), dropout_p(f), seed(i), offset(i)      \
+                   -> out[B, H, L, Ev] (q's dtype), lse[B, H, L] (Float32) */           \
+  _(AttentionBackward) /* grad_out, q, k, v, out, lse, mask|none, scale(f),            \
+                   dropout_p(f), seed(i), offset(i) -> grad_q, grad_k, grad_v (the      \
+                   sizes of q, k, v; q's dtype); attrs as Attention */
+
+// Activations and unary math (lower_activation.cpp). Elementwise: tensor
+// inputs have out's sizes (any strides), out has the input dtype (Bool for
+// IsInf/IsFinite); half types compute in float32. Coefficients are scalars.
+#define OPENNEURON_ACTIVATION_OPS(_)                                                   \
+  _(Softplus)    /* in, beta, threshold -> out */                                       \
+  _(Mish) _(Hardswish) _(Hardsigmoid) _(LogSigmoid) /* in -> out */                     \
+  _(Elu)         /* in, alpha, scale, input_scale -> out */                             \
+  _(LeakyRelu)   /* in, negative_slope -> out */                                        \
+  _(Hardtanh)    /* in, min, max -> out (also integers) */                              \
+  _(Exp2) _(Expm1) _(Log1p) _(Log2) _(Log10) _(Trunc) _(Frac) _(Tan) _(Asin) _(Acos)    \
+  _(Atan) _(Sinh) _(Cosh) _(Asinh) _(Acosh) _(Atanh) /* in -> out (Trunc: integers) */  \
+  _(IsInf) _(IsFinite) /* in (any real dtype) -> out(Bool) */                          \
+  _(Fmod)        /* a, b (tensor or scalar) -> out; integers: b == 0 fails */           \
+  _(SoftplusBackward) /* grad, self, beta, threshold -> grad_in */                      \
+  _(MishBackward) _(HardswishBackward) _(HardsigmoidBackward)                          \
+  _(LogSigmoidBackward) /* grad, self -> grad_in */                                     \
+  _(EluBackward) /* grad, self (attr[0] = 0) or result (attr[0] = 1), alpha, scale,     \
+                    input_scale -> grad_in */                                           \
+  _(LeakyReluBackward) /* grad, self, negative_slope -> grad_in */                      \
+  _(HardtanhBackward)  /* grad, self, min, max -> grad_in */
+
 #define OPENNEURON_FOR_EACH_OP(_)                                                      \
   /* data movement and creation */                                                     \
   _(Copy)       /* in -> out: convert dtype, any strides (broadcast via stride 0) */     \
@@ -173,7 +208,9 @@ namespace openneuron::compiler {
   _(EmbeddingBackward) /* grad[..., D], indices -> out[num_weights, D];               \
                           attr[0] = padding_idx (-1 none) */                          \
   OPENNEURON_TRANSFORMER_OPS(_)                                                        \
-  OPENNEURON_TRAINING_VISION_OPS(_)
+  OPENNEURON_TRAINING_VISION_OPS(_)                                                    \
+  OPENNEURON_ACTIVATION_OPS(_)                                                         \
+  OPENNEURON_ATTENTION_OPS(_)
 
 enum class Op : uint16_t {
 #define OPENNEURON_OP_ENUM(name) name,

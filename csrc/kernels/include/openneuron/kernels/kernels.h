@@ -70,6 +70,16 @@ onrt_kernel_fn sort_kernel(DType dtype);
 onrt_kernel_fn nonzero_kernel(DType dtype);
 onrt_kernel_fn isin_kernel(DType dtype);
 onrt_kernel_fn index_kernel(bool put, DType dtype);
+// AttentionParams: q/k/v of `dtype` (Float32, BFloat16, Float16).
+onrt_kernel_fn attention_kernel(DType dtype, bool backward);
+// Philox blocks the dropout of an attention over [b, h, l, s] consumes.
+int64_t attention_offset_increment(int64_t b, int64_t h, int64_t l, int64_t s);
+
+// --- activations and unary math (activation.cpp)
+// ElementwiseParams for an ActOp. `in` is the dtype of the tensor inputs; out
+// equals in except IsInf/IsFinite (Bool). Transcendentals: Float32/BFloat16/
+// Float16; Hardtanh, Trunc, Fmod also integers; IsInf/IsFinite any real type.
+onrt_kernel_fn activation_kernel(ActOp op, DType out, DType in);
 
 // --- training and vision ops (conv, pooling, upsampling, losses, optimizers)
 // FusedOptimParams: params of `param` dtype (Float32/BFloat16/Float16).

@@ -282,35 +282,46 @@ struct IsinParams {
   TensorArg elements, test, out;  // out Bool, elements' sizes
 };
 
-// Memory-efficient attention (online softmax). q[B, H, L, E], k[B, Hk, S, E],
-// v[B, Hk, S, Ev], out[B, H, L, Ev], lse[B, H, L] Float32; H % Hk == 0 (GQA).
-// mask: optional, Bool (true = keep) or additive in q's dtype, any strides
-// broadcastable to [B, H, L, S] (the compiler passes an expanded type).
-// Dropout: Philox (seed, offset) with probability p, mask element (b,h,i,j).
+// Memory-efficient attention (online softmax over key blocks of block_k,
+// query blocks of block_q). q[B, H, L, E], k[B, Hk, S, E], v[B, Hk, S, Ev],
+// out[B, H, L, Ev] (q's dtype), lse[B, H, L] Float32; H % Hk == 0 (GQA: query
+// head h reads kv head h / (H / Hk)). q/k/v/out/grad tensors: any strides with
+// unit stride in the last dim. mask: optional, Bool (true = keep) or additive
+// float, any strides over [B, H, L, S] (broadcast dims stride 0). Causal is
+// top-left aligned (query i sees keys j <= i). Dropout (has_dropout and p > 0):
+// element (b, h, i, j) is kept when lane e % 4 of Philox block offset + e / 4
+// (e its row-major index in [B, H, L, S]) is below 1 - p.
+// Backward reads q, k, v, out, lse, grad_out, mask and writes grad_q (dense
+// Float32, zeroed and accumulated by the kernel), grad_k and grad_v (q's dtype).
 struct AttentionParams {
   uint8_t causal = 0;
   uint8_t backward = 0;
   uint8_t has_dropout = 0;
   int64_t b = 0, h = 0, hk = 0, l = 0, s = 0, e = 0, ev = 0;
+  int64_t block_q = 64, block_k = 256;
   ScalarArg scale, dropout_p, seed, offset;
   TensorArg q, k, v, mask, out, lse;
-  TensorArg grad_out, grad_q, grad_k, grad_v;  // backward (grad_q/k/v Float32 accumulators)
+  TensorArg grad_out, grad_q, grad_k, grad_v;
 };
 
 // Elementwise activations and math not in UnaryOp, through the elementwise
-// engine (ElementwiseParams; coef[0], coef[1] are op parameters).
+// engine (ElementwiseParams; coef[0], coef[1] are op parameters). Inputs are
+// in0 (and in1, in2) in the order given; backward ops take in0 = grad.
 enum class ActOp : uint16_t {
-  Softplus,      // coef0 = beta, coef1 = threshold
-  Mish, Hardswish, Hardsigmoid,
-  Elu,           // coef0 = alpha, coef1 = scale; input_scale folded by the bridge (ops[2] scalar)
-  LeakyRelu,     // coef0 = negative_slope
-  Hardtanh,      // coef0 = min, coef1 = max
-  LogSigmoid, Exp2, Expm1, Log1p, Log2, Log10, Trunc, Frac, Tan, Asin, Acos, Atan, Sinh, Cosh,
-  Asinh, Acosh, Atanh, IsNan, IsInf, IsPosInf, IsNegInf, IsFinite, BitwiseNot, Fmod, Pow,
-  // backward: in0 = grad, in1 = self (or result where noted)
-  SoftplusBackward, MishBackward, HardswishBackward, HardsigmoidBackward,
-  EluBackward,   // in1 = self or result (coef as Elu; ops[3] scalar is_result)
-  LeakyReluBackward, HardtanhBackward, LogSigmoidBackward,
+  Softplus,     // in0 = self; coef0 = beta, coef1 = threshold
+  Mish, Hardswish, Hardsigmoid, LogSigmoid,
+  Elu,          // in0 = self, in1 = input_scale (scalar); coef0 = alpha, coef1 = scale
+  LeakyRelu,    // coef0 = negative_slope
+  Hardtanh,     // coef0 = min, coef1 = max (clamp: NaN propagates)
+  Exp2, Expm1, Log1p, Log2, Log10, Trunc, Frac, Tan, Asin, Acos, Atan, Sinh, Cosh, Asinh,
+  Acosh, Atanh,
+  IsInf, IsFinite,  // out Bool
+  Fmod,         // in0 = a, in1 = b; integer division by zero fails (ZeroDivisionError)
+  // backward: in0 = grad, in1 = self (coefficients as the forward op)
+  SoftplusBackward, MishBackward, HardswishBackward, HardsigmoidBackward, LogSigmoidBackward,
+  EluBackward,        // in2 = input_scale (scalar)
+  EluBackwardResult,  // in1 = the forward result instead of self
+  LeakyReluBackward, HardtanhBackward,
 };
 
 // --- training and vision ops (conv, pooling, upsampling, losses, optimizers)

@@ -1,0 +1,289 @@
+// Host library kernels: ops with no lowering of our own run PyTorch's own CPU
+// kernel in place on device memory.
+//
+// A virtual NeuronCore's memory is host memory (onrt_device_properties.host_mapped),
+// so an op without a native lowering does not need the CPU fallback's copy-out and
+// copy-back: once the current stream has drained, the CPU kernel runs over CPU
+// tensors that alias the device tensors' bytes. In-place and out= results land in
+// device memory directly, views map back onto the device storage, and only fresh
+// outputs are copied once into device memory. The kernel runs on the calling thread
+// (PyTorch's intra-op pool, never oversubscribing the engines' pool) in stream order.
+//
+// Such ops are counted per op (openneuron.library_stats()) and reported as
+// "native (library)" by the conformance harness, apart from our own lowerings.
+// Calls this cannot run in place take the CPU fallback (fallback.cpp), warned about
+// and counted as before: tensors on another device (other than CPU scalars), device
+// or generator arguments (the CPU kernel would draw from the CPU generator), ops
+// that change storages, and devices whose memory the host cannot address.
+// OPENNEURON_HOST_LIBRARY=0 sends every such op to the CPU fallback instead.
+#include <ATen/ATen.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <c10/core/CPUAllocator.h>
+
+#include <cstdlib>
+#include <map>
+#include <mutex>
+#include <string>
+#include <string_view>
+
+#include "bridge.h"
+#include "native_ops.h"
+
+namespace openneuron::bridge {
+namespace {
+
+struct LibraryCounts {
+  std::mutex mutex;
+  std::map<std::string, int64_t> calls;
+};
+LibraryCounts& counts() {
+  static LibraryCounts c;
+  return c;
+}
+
+std::string op_name(const c10::OperatorHandle& op) {
+  const auto& n = op.schema().operator_name();
+  return n.overload_name.empty() ? n.name : n.name + "." + n.overload_name;
+}
+
+bool library_enabled() {
+  const char* v = std::getenv("OPENNEURON_HOST_LIBRARY");
+  return v == nullptr || std::string_view(v) != "0";
+}
+
+bool host_mapped(c10::DeviceIndex index) {
+  onrt_device_properties p{};
+  return onrt_device_get_properties(index, &p) == ONRT_OK && p.host_mapped != 0;
+}
+
+// Ops whose meaning is about storages or devices rather than values: aliasing
+// would change what they do.
+bool changes_storage(const std::string& name) {
+  for (std::string_view prefix : {"aten::set_", "aten::resize", "aten::_copy_from",
+                                  "aten::_pin_memory", "aten::is_pinned", "aten::record_stream"}) {
+    if (std::string_view(name).substr(0, prefix.size()) == prefix) return true;
+  }
+  return false;
+}
+
+// A CPU tensor over the same bytes as device tensor `t`, with t's geometry. Its
+// storage spans t's whole device storage so views returned by the CPU kernel can
+// be mapped back; it is resizable through the CPU allocator so an out= argument
+// the kernel must grow gets host memory, which is then written back.
+at::Tensor host_alias(const at::Tensor& t) {
+  const c10::Storage& s = t.storage();
+  c10::Storage storage(c10::Storage::use_byte_size_t(), s.nbytes(),
+                       c10::DataPtr(s.mutable_data(), c10::Device(c10::kCPU)),
+                       c10::GetCPUAllocator(), /*resizable=*/true);
+  at::Tensor h = at::detail::make_tensor<c10::TensorImpl>(
+      std::move(storage), c10::DispatchKeySet(c10::DispatchKey::CPU), t.dtype());
+  h.unsafeGetTensorImpl()->set_sizes_and_strides(t.sizes(), t.strides(), t.storage_offset());
+  h._set_conj(t.is_conj());
+  h._set_neg(t.is_neg());
+  return h;
+}
+
+struct Alias {
+  at::Tensor device;
+  at::Tensor host;
+  const void* bytes;  // the device storage's bytes, to tell whether the host one moved
+};
+
+// The arguments of one call, rewritten to host aliases.
+class AliasedCall {
+ public:
+  // False when some argument rules out running in place.
+  bool alias_arguments(const c10::FunctionSchema& schema, torch::jit::Stack* stack, size_t first) {
+    for (size_t i = 0; i < schema.arguments().size(); ++i) {
+      const auto& type = schema.arguments()[i].real_type();
+      if (type->kind() == c10::TypeKind::OptionalType &&
+          type->castRaw<c10::OptionalType>()->getElementType()->kind() ==
+              c10::TypeKind::GeneratorType) {
+        return false;
+      }
+      if (type->kind() == c10::TypeKind::GeneratorType) return false;
+      if (!alias_value((*stack)[first + i])) return false;
+    }
+    return device_ >= 0;
+  }
+
+  c10::DeviceIndex device() const { return device_; }
+
+  // Results of in-place and out= arguments back into the device tensors: in
+  // place when the kernel kept the bytes, else (an out= it had to grow) copied.
+  void write_back() {
+    for (Alias& a : aliases_) {
+      c10::TensorImpl* dev = a.device.unsafeGetTensorImpl();
+      const at::Tensor& h = a.host;
+      if (h.storage().data() == a.bytes) {
+        if (h.sizes() != a.device.sizes() || h.strides() != a.device.strides() ||
+            h.storage_offset() != a.device.storage_offset()) {
+          dev->set_sizes_and_strides(h.sizes(), h.strides(), h.storage_offset());
+        }
+        continue;
+      }
+      a.device.resize_(h.sizes());
+      if (a.device.strides() != h.strides() && h.is_non_overlapping_and_dense()) {
+        a.device.as_strided_(h.sizes(), h.strides());
+      }
+      a.device.copy_(h);
+    }
+  }
+
+  // A value the CPU kernel returned, as the device value it stands for.
+  c10::IValue to_device(const c10::IValue& v) {
+    if (v.isTensor()) return to_device(v.toTensor());
+    if (v.isTensorList()) {
+      c10::List<at::Tensor> out;
+      for (const at::Tensor& t : v.toTensorList()) out.push_back(to_device(t));
+      return out;
+    }
+    return v;
+  }
+
+ private:
+  bool alias_value(c10::IValue& v) {
+    if (v.isTensor()) return alias_tensor(v, v.toTensor());
+    if (v.isDevice()) return false;
+    if (v.isTensorList()) {
+      c10::List<at::Tensor> list = v.toTensorList();
+      c10::List<at::Tensor> hosts;
+      hosts.reserve(list.size());
+      for (const at::Tensor& t : list) {
+        c10::IValue e(t);
+        if (!alias_tensor(e, t)) return false;
+        hosts.push_back(e.toTensor());
+      }
+      v = hosts;
+      return true;
+    }
+    if (v.isList() && is_optional_tensor_list(v.toList())) {  // Tensor?[] (indices)
+      c10::List<c10::IValue> list = v.toList();
+      c10::impl::GenericList hosts(list.elementType());
+      for (const c10::IValue& e : list) {
+        c10::IValue copy = e;
+        if (copy.isTensor() && !alias_tensor(copy, e.toTensor())) return false;
+        hosts.push_back(copy);
+      }
+      v = hosts;
+    }
+    return true;
+  }
+
+  static bool is_optional_tensor_list(const c10::List<c10::IValue>& list) {
+    const c10::TypePtr& t = list.elementType();
+    return t->kind() == c10::TypeKind::OptionalType &&
+           t->castRaw<c10::OptionalType>()->getElementType()->kind() == c10::TypeKind::TensorType;
+  }
+
+  bool alias_tensor(c10::IValue& slot, const at::Tensor& t) {
+    if (!t.defined()) return true;
+    if (t.is_cpu()) return t.dim() == 0;  // wrapped scalars are fine as they are
+    if (!t.is_privateuseone() || t.layout() != c10::kStrided) return false;
+    const c10::DeviceIndex index = t.device().index();
+    if (device_ >= 0 && index != device_) return false;
+    if (device_ < 0 && !host_mapped(index)) return false;
+    device_ = index;
+    for (const Alias& a : aliases_) {  // the same tensor twice shares one alias
+      if (a.device.is_same(t)) {
+        slot = a.host;
+        return true;
+      }
+    }
+    at::Tensor h = host_alias(t);
+    aliases_.push_back({t, h, t.storage().data()});
+    slot = h;
+    return true;
+  }
+
+  at::Tensor to_device(const at::Tensor& r) {
+    if (!r.defined() || !r.is_cpu()) return r;
+    for (const Alias& a : aliases_) {
+      if (r.is_same(a.host)) return a.device;
+    }
+    for (const Alias& a : aliases_) {  // a view of an argument: the same view on device
+      if (r.storage().is_alias_of(a.host.storage()) && r.storage().data() == a.bytes) {
+        at::Tensor v = at::detail::make_tensor<c10::TensorImpl>(
+            c10::TensorImpl::VIEW, c10::Storage(a.device.storage()), a.device.key_set(),
+            r.dtype());
+        v.unsafeGetTensorImpl()->set_sizes_and_strides(r.sizes(), r.strides(),
+                                                       r.storage_offset());
+        v._set_conj(r.is_conj());
+        v._set_neg(r.is_neg());
+        return v;
+      }
+    }
+    const c10::Device dev(c10::DeviceType::PrivateUse1, device_);
+    const auto options = r.options().device(dev).dtype(narrow_dtype(r.scalar_type()));
+    at::Tensor out = r.is_non_overlapping_and_dense()
+                         ? at::empty_strided(r.sizes(), r.strides(), options)
+                         : at::empty(r.sizes(), options);
+    out.copy_(r);
+    return out;
+  }
+
+  std::vector<Alias> aliases_;
+  c10::DeviceIndex device_ = -1;
+};
+
+}  // namespace
+
+bool try_host_library_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  if (!library_enabled()) return false;
+  const c10::FunctionSchema& schema = op.schema();
+  const std::string name = op_name(op);
+  if (changes_storage(name)) return false;
+  const size_t num_args = schema.arguments().size();
+  TORCH_INTERNAL_ASSERT(stack->size() >= num_args);
+  const size_t first = stack->size() - num_args;
+
+  // Rewrite a copy of the arguments: if any rules out running in place, the
+  // caller's stack is untouched for the CPU fallback.
+  torch::jit::Stack args(stack->begin() + static_cast<std::ptrdiff_t>(first), stack->end());
+  AliasedCall call;
+  if (!call.alias_arguments(schema, &args, 0)) return false;
+
+  ONRT_CHECK(onrt_stream_synchronize(current_runtime_stream(call.device())));
+  op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &args);
+  call.write_back();
+
+  stack->erase(stack->begin() + static_cast<std::ptrdiff_t>(first), stack->end());
+  for (const c10::IValue& r : args) stack->push_back(call.to_device(r));
+  {
+    auto& c = counts();
+    std::lock_guard<std::mutex> lock(c.mutex);
+    ++c.calls[name];
+  }
+  return true;
+}
+
+const c10::OperatorHandle& aten_operator(const std::string& name) {
+  static std::mutex mutex;
+  static std::map<std::string, c10::OperatorHandle> handles;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = handles.find(name);
+  if (it == handles.end()) {
+    const size_t dot = name.find('.');
+    const std::string base = "aten::" + name.substr(0, dot);
+    const std::string overload = dot == std::string::npos ? "" : name.substr(dot + 1);
+    it = handles
+             .emplace(name, c10::Dispatcher::singleton().findSchemaOrThrow(base.c_str(),
+                                                                          overload.c_str()))
+             .first;
+  }
+  return it->second;
+}
+
+std::vector<std::pair<std::string, int64_t>> library_counts() {
+  auto& c = counts();
+  std::lock_guard<std::mutex> lock(c.mutex);
+  return {c.calls.begin(), c.calls.end()};
+}
+
+void reset_library_counts() {
+  auto& c = counts();
+  std::lock_guard<std::mutex> lock(c.mutex);
+  c.calls.clear();
+}
+
+}  // namespace openneuron::bridge

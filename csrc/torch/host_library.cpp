@@ -11,9 +11,9 @@
 //
 // Such ops are counted per op (openneuron.library_stats()) and reported as
 // "native (library)" by the conformance harness, apart from our own lowerings.
-// Calls this cannot run in place take the CPU fallback (fallback.cpp), warned about
-// and counted as before: tensors on another device (other than CPU scalars), device
-// or generator arguments (the CPU kernel would draw from the CPU generator), ops
+// Tensors on two devices (CPU scalars excepted) raise PyTorch's device-mismatch
+// error. Calls this cannot run in place take the CPU fallback (fallback.cpp), warned
+// about and counted as before: device or generator arguments (the CPU kernel would draw from the CPU generator), ops
 // that change storages, and devices whose memory the host cannot address.
 // OPENNEURON_HOST_LIBRARY=0 sends every such op to the CPU fallback instead.
 #include <ATen/ATen.h>
@@ -66,6 +66,11 @@ bool changes_storage(const std::string& name) {
   return false;
 }
 
+// Ops that take host tensors beside device ones, as on CUDA (indices of x[i]).
+bool accepts_host_tensors(const std::string& name) {
+  return name.rfind("aten::index", 0) == 0 || name.rfind("aten::_index_put_impl_", 0) == 0;
+}
+
 // A CPU tensor over the same bytes as device tensor `t`, with t's geometry. Its
 // storage spans t's whole device storage so views returned by the CPU kernel can
 // be mapped back; it is resizable through the CPU allocator so an out= argument
@@ -93,6 +98,8 @@ struct Alias {
 class AliasedCall {
  public:
   // False when some argument rules out running in place.
+  explicit AliasedCall(const std::string& op_name) : op_name_(op_name) {}
+
   bool alias_arguments(const c10::FunctionSchema& schema, torch::jit::Stack* stack, size_t first) {
     for (size_t i = 0; i < schema.arguments().size(); ++i) {
       const auto& type = schema.arguments()[i].real_type();
@@ -103,6 +110,10 @@ class AliasedCall {
       }
       if (type->kind() == c10::TypeKind::GeneratorType) return false;
       if (!alias_value((*stack)[first + i])) return false;
+    }
+    if (device_ >= 0 && other_device_.has_value()) {
+      if (accepts_host_tensors(op_name_)) return false;  // e.g. x[cpu_index]: the fallback
+      mismatch(*other_device_);
     }
     return device_ >= 0;
   }
@@ -178,10 +189,14 @@ class AliasedCall {
 
   bool alias_tensor(c10::IValue& slot, const at::Tensor& t) {
     if (!t.defined()) return true;
-    if (t.is_cpu()) return t.dim() == 0;  // wrapped scalars are fine as they are
-    if (!t.is_privateuseone() || t.layout() != c10::kStrided) return false;
+    if (t.is_cpu() && t.dim() == 0) return true;  // wrapped scalars are fine as they are
+    if (t.layout() != c10::kStrided) return false;
+    if (!t.is_privateuseone()) {
+      other_device_ = t.device();  // an error once a neuron tensor is seen too
+      return true;
+    }
     const c10::DeviceIndex index = t.device().index();
-    if (device_ >= 0 && index != device_) return false;
+    if (device_ >= 0 && index != device_) mismatch(t.device());
     if (device_ < 0 && !host_mapped(index)) return false;
     device_ = index;
     for (const Alias& a : aliases_) {  // the same tensor twice shares one alias
@@ -222,8 +237,20 @@ class AliasedCall {
     return out;
   }
 
+  // An op given tensors on two devices fails as on any PyTorch device, instead
+  // of the fallback quietly moving them (CPU scalars excepted).
+  [[noreturn]] void mismatch(c10::Device a, c10::Device b) const {
+    TORCH_CHECK(false, "Expected all tensors to be on the same device, but found at least two "
+                "devices, ", a, " and ", b, "!");
+  }
+  [[noreturn]] void mismatch(c10::Device other) const {
+    mismatch(c10::Device(c10::DeviceType::PrivateUse1, device_), other);
+  }
+
+  const std::string& op_name_;
   std::vector<Alias> aliases_;
   c10::DeviceIndex device_ = -1;
+  std::optional<c10::Device> other_device_;
 };
 
 }  // namespace
@@ -240,7 +267,7 @@ bool try_host_library_kernel(const c10::OperatorHandle& op, torch::jit::Stack* s
   // Rewrite a copy of the arguments: if any rules out running in place, the
   // caller's stack is untouched for the CPU fallback.
   torch::jit::Stack args(stack->begin() + static_cast<std::ptrdiff_t>(first), stack->end());
-  AliasedCall call;
+  AliasedCall call(name);
   if (!call.alias_arguments(schema, &args, 0)) return false;
 
   ONRT_CHECK(onrt_stream_synchronize(current_runtime_stream(call.device())));

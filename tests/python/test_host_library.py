@@ -116,3 +116,15 @@ def test_error_of_the_cpu_kernel_reaches_the_user_and_the_process_carries_on():
         torch.linalg.inv(a)  # not square: the CPU kernel's own error
     b = torch.eye(2, device="neuron")
     torch.testing.assert_close(torch.linalg.inv(b).cpu(), torch.eye(2))
+
+
+def test_tensors_on_two_devices_raise_the_usual_error():
+    a = torch.rand(4, device="neuron") + 1.5  # zeta(x, q) is finite for x > 1
+    with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device"):
+        torch.special.zeta(a, torch.rand(4) + 2)
+    if torch.neuron.device_count() > 1:
+        with pytest.raises(RuntimeError, match="neuron:0 and neuron:1"):
+            torch.special.zeta(a, torch.rand(4, device="neuron:1") + 2)
+    # A CPU scalar is fine, as everywhere in PyTorch.
+    torch.testing.assert_close(torch.special.zeta(a, torch.tensor(2.0)).cpu(),
+                               torch.special.zeta(a.cpu(), torch.tensor(2.0)))

@@ -397,9 +397,13 @@ Tensor wrap(const c10::Scalar& s) {
   return t;
 }
 
-void fmod_into(const Tensor& a, const Tensor& b, const Tensor& out, c10::ScalarType compute) {
+// Bool and complex decline (PyTorch's kernel has no Bool fmod either).
+void fmod_check(c10::ScalarType compute) {
   TORCH_CHECK_NOT_IMPLEMENTED(compute != c10::kBool && !c10::isComplexType(compute),
                               "\"fmod_cpu\" not implemented for '", c10::toString(compute), "'");
+}
+
+void fmod_into(const Tensor& a, const Tensor& b, const Tensor& out, c10::ScalarType compute) {
   if (out.numel() == 0) return;
   const at::IntArrayRef shape = out.sizes();
   run(Op::Fmod, {value(a, compute, shape), value(b, compute, shape)}, out, compute);
@@ -407,6 +411,7 @@ void fmod_into(const Tensor& a, const Tensor& b, const Tensor& out, c10::ScalarT
 Tensor fmod_t(const Tensor& a, const Tensor& b) {
   const c10::Device device = common_device("fmod", {&a, &b});
   const auto compute = at::result_type(a, b);
+  fmod_check(compute);
   Tensor out = empty_device(at::infer_size_dimvector(a.sizes(), b.sizes()), compute, device);
   fmod_into(a, b, out, compute);
   return out;
@@ -414,6 +419,7 @@ Tensor fmod_t(const Tensor& a, const Tensor& b) {
 Tensor& fmod_t_(Tensor& a, const Tensor& b) {
   common_device("fmod_", {&a, &b});
   const auto compute = at::result_type(a, b);
+  fmod_check(compute);
   check_cast(compute, a);
   TORCH_CHECK(at::infer_size_dimvector(a.sizes(), b.sizes()) == a.sizes(), "output with shape ",
               a.sizes(), " doesn't match the broadcast shape ",
@@ -425,6 +431,7 @@ Tensor& fmod_t_out(const Tensor& a, const Tensor& b, Tensor& out) {
   const c10::Device device = common_device("fmod", {&a, &b});
   check_out_device(out, device, "fmod");
   const auto compute = at::result_type(a, b);
+  fmod_check(compute);
   check_cast(compute, out);
   at::native::resize_output(out, at::infer_size_dimvector(a.sizes(), b.sizes()));
   fmod_into(a, b, out, compute);

@@ -9,7 +9,6 @@
 #include <ATen/Context.h>
 #include <ATen/native/DispatchStub.h>
 #include <ATen/native/transformers/attention.h>
-#include <ATen/native/transformers/sdp_utils_cpp.h>
 #include <torch/library.h>
 
 #include <cmath>

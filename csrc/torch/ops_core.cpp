@@ -52,6 +52,20 @@ c10::Device checked_device(std::optional<c10::Device> device_opt) {
   return device;
 }
 
+// FP8 is a trn3 feature (DESIGN.md): on other platform profiles creating a
+// float8 tensor fails with the reason and the way out, rather than later in an op.
+c10::ScalarType device_dtype(std::optional<c10::ScalarType> dtype, c10::Device dev) {
+  const c10::ScalarType t = c10::dtype_or_default(dtype);
+  if (c10::isFloat8Type(t)) {
+    onrt_device_properties p{};
+    ONRT_CHECK(onrt_device_get_properties(dev.index(), &p));
+    TORCH_CHECK_TYPE(p.supports_fp8 != 0, "neuron: ", t, " needs the trn3 platform profile, but ",
+                     dev, " is ", p.platform,
+                     "; start the process with OPENNEURON_PLATFORM=trn3 to use FP8");
+  }
+  return narrow_dtype(t);
+}
+
 at::Tensor empty_memory_format(c10::IntArrayRef size, std::optional<c10::ScalarType> dtype,
                                std::optional<c10::Layout> layout,
                                std::optional<c10::Device> device,
@@ -62,7 +76,7 @@ at::Tensor empty_memory_format(c10::IntArrayRef size, std::optional<c10::ScalarT
   c10::DeviceGuard guard(dev);
   constexpr c10::DispatchKeySet ks(c10::DispatchKey::PrivateUse1);
   return at::detail::empty_generic(size, c10::GetAllocator(c10::DeviceType::PrivateUse1), ks,
-                                   narrow_dtype(c10::dtype_or_default(dtype)), memory_format);
+                                   device_dtype(dtype, dev), memory_format);
 }
 
 at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride,
@@ -74,7 +88,7 @@ at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride,
   constexpr c10::DispatchKeySet ks(c10::DispatchKey::PrivateUse1);
   return at::detail::empty_strided_generic(size, stride,
                                            c10::GetAllocator(c10::DeviceType::PrivateUse1), ks,
-                                           narrow_dtype(c10::dtype_or_default(dtype)));
+                                           device_dtype(dtype, dev));
 }
 
 at::Tensor as_strided(const at::Tensor& self, c10::SymIntArrayRef size,

@@ -8,7 +8,10 @@
 #include <c10/core/Storage.h>
 #include <c10/core/Stream.h>
 
+#include <map>
+#include <mutex>
 #include <string>
+#include <vector>
 
 #include "openneuron/runtime.h"
 
@@ -58,16 +61,28 @@ std::pair<uint64_t, uint64_t> philox_reserve(const std::optional<at::Generator>&
 // Grows or shrinks a device storage, keeping its bytes (stream-ordered copy).
 void resize_storage_bytes(const c10::Storage& storage, size_t new_bytes);
 
-// Fallback bookkeeping (fallback.cpp).
-std::vector<std::pair<std::string, int64_t>> fallback_counts();
-void reset_fallback_counts();
+// Calls per ATen op ("aten::add.Tensor"), for the statistics users read in
+// openneuron.fallback_stats() and library_stats(). Thread-safe.
+class OpCallCounts {
+ public:
+  bool add(const std::string& op);  // true on the op's first call
+  std::vector<std::pair<std::string, int64_t>> snapshot() const;
+  void reset();
+
+ private:
+  mutable std::mutex mutex_;
+  std::map<std::string, int64_t> calls_;
+};
+OpCallCounts& fallback_calls();  // ran through the CPU fallback (fallback.cpp)
+OpCallCounts& library_calls();   // ran as host library kernels (host_library.cpp)
+
+// "aten::name.overload", or "aten::name" for the default overload.
+std::string op_name(const c10::OperatorHandle& op);
 
 // Host library kernels (host_library.cpp): runs a boxed op with PyTorch's CPU
 // kernel in place on device memory; false (stack untouched) when the call cannot
-// run that way. Counted per op in library_counts().
+// run that way. Counted per op in library_calls().
 bool try_host_library_kernel(const c10::OperatorHandle& op, std::vector<c10::IValue>* stack);
-std::vector<std::pair<std::string, int64_t>> library_counts();
-void reset_library_counts();
 
 // Runs an op without a native engine for this case: through the host library
 // kernel when it can, else on the CPU exactly as the boxed CPU fallback does (honours

@@ -8,6 +8,7 @@
 // counted, so users see what did not run natively. OPENNEURON_FALLBACK=warn|silent|error.
 #include <ATen/ATen.h>
 #include <ATen/autocast_mode.h>
+#include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/native/CPUFallback.h>
 #include <torch/library.h>
 
@@ -32,30 +33,14 @@ FallbackMode fallback_mode() {
   TORCH_CHECK_VALUE(false, "OPENNEURON_FALLBACK must be one of warn, silent, error; got '", v, "'");
 }
 
-struct FallbackCounts {
-  std::mutex mutex;
-  std::map<std::string, int64_t> calls;
-};
-FallbackCounts& counts() {
-  static FallbackCounts c;
-  return c;
-}
-
 void neuron_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   if (try_host_library_kernel(op, stack)) return;
-  const auto& schema_name = op.schema().operator_name();
-  std::string name = schema_name.name;
-  if (!schema_name.overload_name.empty()) name += "." + schema_name.overload_name;
+  const std::string name = op_name(op);
   const FallbackMode mode = fallback_mode();
   TORCH_CHECK_NOT_IMPLEMENTED(mode != FallbackMode::Error, name,
                               " has no native neuron kernel and OPENNEURON_FALLBACK=error forbids "
                               "running it on the CPU");
-  bool first = false;
-  {
-    auto& c = counts();
-    std::lock_guard<std::mutex> lock(c.mutex);
-    first = c.calls[name]++ == 0;
-  }
+  const bool first = fallback_calls().add(name);
   if (first && mode == FallbackMode::Warn) {
     TORCH_WARN(name, " has no native neuron kernel; running it on the CPU (inputs copied to the "
                "host and results back). See openneuron.fallback_stats().");
@@ -71,16 +56,34 @@ void boxed_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack)
   neuron_cpu_fallback(op, stack);
 }
 
-std::vector<std::pair<std::string, int64_t>> fallback_counts() {
-  auto& c = counts();
-  std::lock_guard<std::mutex> lock(c.mutex);
-  return {c.calls.begin(), c.calls.end()};
+bool OpCallCounts::add(const std::string& op) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return calls_[op]++ == 0;
 }
 
-void reset_fallback_counts() {
-  auto& c = counts();
-  std::lock_guard<std::mutex> lock(c.mutex);
-  c.calls.clear();
+std::vector<std::pair<std::string, int64_t>> OpCallCounts::snapshot() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return {calls_.begin(), calls_.end()};
+}
+
+void OpCallCounts::reset() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  calls_.clear();
+}
+
+OpCallCounts& fallback_calls() {
+  static OpCallCounts counts;
+  return counts;
+}
+
+OpCallCounts& library_calls() {
+  static OpCallCounts counts;
+  return counts;
+}
+
+std::string op_name(const c10::OperatorHandle& op) {
+  const auto& n = op.schema().operator_name();
+  return n.overload_name.empty() ? n.name : n.name + "." + n.overload_name;
 }
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {

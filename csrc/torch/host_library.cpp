@@ -32,20 +32,6 @@
 namespace openneuron::bridge {
 namespace {
 
-struct LibraryCounts {
-  std::mutex mutex;
-  std::map<std::string, int64_t> calls;
-};
-LibraryCounts& counts() {
-  static LibraryCounts c;
-  return c;
-}
-
-std::string op_name(const c10::OperatorHandle& op) {
-  const auto& n = op.schema().operator_name();
-  return n.overload_name.empty() ? n.name : n.name + "." + n.overload_name;
-}
-
 bool library_enabled() {
   const char* v = std::getenv("OPENNEURON_HOST_LIBRARY");
   return v == nullptr || std::string_view(v) != "0";
@@ -276,11 +262,7 @@ bool try_host_library_kernel(const c10::OperatorHandle& op, torch::jit::Stack* s
 
   stack->erase(stack->begin() + static_cast<std::ptrdiff_t>(first), stack->end());
   for (const c10::IValue& r : args) stack->push_back(call.to_device(r));
-  {
-    auto& c = counts();
-    std::lock_guard<std::mutex> lock(c.mutex);
-    ++c.calls[name];
-  }
+  library_calls().add(name);
   return true;
 }
 
@@ -299,18 +281,6 @@ const c10::OperatorHandle& aten_operator(const std::string& name) {
              .first;
   }
   return it->second;
-}
-
-std::vector<std::pair<std::string, int64_t>> library_counts() {
-  auto& c = counts();
-  std::lock_guard<std::mutex> lock(c.mutex);
-  return {c.calls.begin(), c.calls.end()};
-}
-
-void reset_library_counts() {
-  auto& c = counts();
-  std::lock_guard<std::mutex> lock(c.mutex);
-  c.calls.clear();
 }
 
 }  // namespace openneuron::bridge

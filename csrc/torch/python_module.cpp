@@ -124,16 +124,16 @@ PYBIND11_MODULE(_C, m) {
   });
   m.def("fallback_stats", [] {
     py::dict d;
-    for (const auto& [name, n] : fallback_counts()) d[py::str(name)] = n;
+    for (const auto& [name, n] : fallback_calls().snapshot()) d[py::str(name)] = n;
     return d;
   });
-  m.def("reset_fallback_stats", [] { reset_fallback_counts(); });
+  m.def("reset_fallback_stats", [] { fallback_calls().reset(); });
   m.def("library_stats", [] {
     py::dict d;
-    for (const auto& [name, n] : library_counts()) d[py::str(name)] = n;
+    for (const auto& [name, n] : library_calls().snapshot()) d[py::str(name)] = n;
     return d;
   });
-  m.def("reset_library_stats", [] { reset_library_counts(); });
+  m.def("reset_library_stats", [] { library_calls().reset(); });
   m.def("compile_cache_stats", &compile_cache_stats);
   m.def("runtime_counters", &runtime_counters);
 }

@@ -11,12 +11,15 @@
 //
 // Such ops are counted per op (openneuron.library_stats()) and reported as
 // "native (library)" by the conformance harness, apart from our own lowerings.
-// Tensors on two devices (CPU scalars excepted) raise PyTorch's device-mismatch
-// error. Calls this cannot run in place take the CPU fallback (fallback.cpp), warned
-// about and counted as before: device or generator arguments (the CPU kernel would draw from the CPU generator), ops
-// that change storages, and devices whose memory the host cannot address.
+// Random ops get a CPU generator seeded from the device generator (see
+// host_generator). Tensors on two devices (CPU scalars excepted) raise PyTorch's
+// device-mismatch error. Calls this cannot run in place take the CPU fallback
+// (fallback.cpp), warned about and counted as before: device arguments, a CPU
+// generator given to a device op, ops that change storages, and devices whose
+// memory the host cannot address.
 // OPENNEURON_HOST_LIBRARY=0 sends every such op to the CPU fallback instead.
 #include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/core/CPUAllocator.h>
 
@@ -87,21 +90,23 @@ class AliasedCall {
   explicit AliasedCall(const std::string& op_name) : op_name_(op_name) {}
 
   bool alias_arguments(const c10::FunctionSchema& schema, torch::jit::Stack* stack, size_t first) {
+    std::vector<size_t> generators;
     for (size_t i = 0; i < schema.arguments().size(); ++i) {
-      const auto& type = schema.arguments()[i].real_type();
-      if (type->kind() == c10::TypeKind::OptionalType &&
-          type->castRaw<c10::OptionalType>()->getElementType()->kind() ==
-              c10::TypeKind::GeneratorType) {
+      if (is_generator(schema.arguments()[i].real_type())) {
+        generators.push_back(first + i);
+      } else if (!alias_value((*stack)[first + i])) {
         return false;
       }
-      if (type->kind() == c10::TypeKind::GeneratorType) return false;
-      if (!alias_value((*stack)[first + i])) return false;
     }
-    if (device_ >= 0 && other_device_.has_value()) {
+    if (device_ < 0) return false;
+    for (size_t i : generators) {
+      if (!host_generator((*stack)[i])) return false;
+    }
+    if (other_device_.has_value()) {
       if (accepts_host_tensors(op_name_)) return false;  // e.g. x[cpu_index]: the fallback
       mismatch(*other_device_);
     }
-    return device_ >= 0;
+    return true;
   }
 
   c10::DeviceIndex device() const { return device_; }
@@ -139,6 +144,28 @@ class AliasedCall {
   }
 
  private:
+  static bool is_generator(const c10::TypePtr& type) {
+    if (type->kind() == c10::TypeKind::OptionalType) {
+      return is_generator(type->castRaw<c10::OptionalType>()->getElementType());
+    }
+    return type->kind() == c10::TypeKind::GeneratorType;
+  }
+
+  // Random ops draw from the device's generator, not the CPU's: the CPU kernel
+  // gets a CPU generator seeded from a Philox reservation of the device
+  // generator (the user's, or the device default), so results follow
+  // torch.manual_seed and each call advances the device generator.
+  bool host_generator(c10::IValue& v) {
+    std::optional<at::Generator> gen;
+    if (!v.isNone()) {
+      gen = v.toGenerator();
+      if (gen->device().type() != c10::DeviceType::PrivateUse1) return false;
+    }
+    const auto [seed, offset] = philox_reserve(gen, device_, /*increment=*/4);
+    v = at::make_generator<at::CPUGeneratorImpl>(seed ^ (offset * 0x9E3779B97F4A7C15ULL));
+    return true;
+  }
+
   bool alias_value(c10::IValue& v) {
     if (v.isTensor()) return alias_tensor(v, v.toTensor());
     if (v.isDevice()) return false;

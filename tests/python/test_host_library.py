@@ -128,3 +128,23 @@ def test_tensors_on_two_devices_raise_the_usual_error():
     # A CPU scalar is fine, as everywhere in PyTorch.
     torch.testing.assert_close(torch.special.zeta(a, torch.tensor(2.0)).cpu(),
                                torch.special.zeta(a.cpu(), torch.tensor(2.0)))
+
+
+def test_random_ops_draw_from_the_device_generator():
+    # cauchy_ has no lowering of our own: it runs on the CPU kernel with a generator seeded
+    # from the device's, so torch.manual_seed reproduces it and each call differs.
+    def draw():
+        return torch.empty(1000, device="neuron").cauchy_().cpu()
+
+    torch.manual_seed(7)
+    a, b = draw(), draw()
+    torch.manual_seed(7)
+    a2 = draw()
+    assert torch.equal(a, a2) and not torch.equal(a, b)
+    assert abs(a.median().item()) < 0.2  # standard Cauchy: median 0
+    g = torch.Generator(device="neuron").manual_seed(3)
+    c = torch.empty(100, device="neuron").cauchy_(generator=g).cpu()
+    g.manual_seed(3)
+    assert torch.equal(c, torch.empty(100, device="neuron").cauchy_(generator=g).cpu())
+    lib, fb = stats()
+    assert calls(lib, "aten::cauchy_") >= 5 and fb == {}

@@ -156,6 +156,7 @@ void lower_sort(LowerCtx& ctx) {
   ArgMap am;
   p.dim = dim;
   p.descending = ctx.attr(1, 0) ? 1 : 0;
+  p.stable = ctx.attr(2, 1) ? 1 : 0;
   p.k = k;
   p.in = am.tensor(in);
   p.values = am.tensor(val);

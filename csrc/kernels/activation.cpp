@@ -5,9 +5,11 @@
 //
 // Transcendentals other than exp/tanh (vmath.h) go to glibc's libmvec: the
 // declarations below give libm's float functions SIMD clones, and this file is
-// compiled with -fno-math-errno (see CMakeLists.txt), so GCC vectorises the
-// row loops into calls of e.g. _ZGVdN8v_log1pf (8 lanes on AVX2). libmvec is
-// within 4 ulp, inside PyTorch's float32 tolerances like its own SLEEF paths.
+// compiled with -fno-math-errno -fno-trapping-math (see CMakeLists.txt), so GCC
+// vectorises the row loops into calls of e.g. _ZGVdN8v_log1pf (8 lanes on
+// AVX2). libmvec is within 4 ulp, inside PyTorch's float32 tolerances like its
+// own SLEEF paths; lanes with special inputs (NaN, out of domain) take its
+// scalar path, so mostly-invalid inputs run slower.
 #include <atomic>
 #include <limits>
 
@@ -61,7 +63,8 @@ ON_MATH(atanh)
 #undef ON_MATH
 
 // Every functor is {coef[0], coef[1], zero-division flag} so that one entry
-// point builds them all; `Flag` names the flag's type.
+// point builds them all; `Flag` names the flag's type. Both arms of a select
+// are computed first (as in vmath.h) so that the row loops if-convert.
 using Flag = std::atomic<bool>*;
 
 // ------------------------------------------------------------ activations
@@ -71,7 +74,8 @@ template <class C> struct SoftplusF {
   Flag zero_div;
   ON_INLINE C operator()(C x) const {
     const C xb = x * beta;
-    return xb > threshold ? x : m_log1p(fexp(xb)) / beta;
+    const C soft = m_log1p(fexp(xb)) / beta;
+    return xb > threshold ? x : soft;
   }
 };
 template <class C> struct MishF {
@@ -101,26 +105,29 @@ template <class C> struct EluF {
   C alpha, scale;
   Flag zero_div;
   ON_INLINE C operator()(C x, C input_scale) const {
-    return x <= C(0) ? m_expm1(x * input_scale) * (alpha * scale) : x * scale;
+    const C neg = m_expm1(x * input_scale) * (alpha * scale);
+    const C pos = x * scale;
+    return x <= C(0) ? neg : pos;
   }
 };
 template <class C> struct LeakyReluF {
   C slope, unused;
   Flag zero_div;
-  ON_INLINE C operator()(C x) const { return x > C(0) ? x : x * slope; }
+  ON_INLINE C operator()(C x) const {
+    const C neg = x * slope;
+    return x > C(0) ? x : neg;
+  }
 };
-// clamp(x, lo, hi): lo first, then hi (so lo > hi gives hi); NaN propagates.
+// clamp(x, lo, hi): lo first, then hi (so lo > hi gives hi). A NaN x fails
+// both comparisons and passes through; a NaN bound gives NaN, as clamp does.
 template <class C> struct HardtanhF {
   C lo, hi;
   Flag zero_div;
   ON_INLINE C operator()(C x) const {
-    if constexpr (std::is_floating_point_v<C>) {
-      const C r = x != x ? x : (x < lo ? lo : x);
-      return r != r ? r : (hi < r ? hi : r);
-    } else {
-      const C r = x < lo ? lo : x;
-      return hi < r ? hi : r;
-    }
+    const C r = x < lo ? lo : x;
+    const C c = hi < r ? hi : r;
+    if constexpr (std::is_floating_point_v<C>) return (lo != lo || hi != hi) ? lo + hi : c;
+    else return c;
   }
 };
 
@@ -203,7 +210,8 @@ template <class C> struct SoftplusBackwardF {
   ON_INLINE C operator()(C grad, C x) const {
     const C xb = x * beta;
     const C z = fexp(xb);
-    return xb > threshold ? grad : grad * z / (z + C(1));
+    const C soft = grad * z / (z + C(1));
+    return xb > threshold ? grad : soft;
   }
 };
 template <class C> struct MishBackwardF {
@@ -220,14 +228,16 @@ template <class C> struct HardswishBackwardF {
   Flag zero_div;
   ON_INLINE C operator()(C grad, C x) const {
     // PyTorch 2.x's boundaries: 0 at x <= -3, grad at x >= 3.
-    return x <= C(-3) ? C(0) : (x < C(3) ? grad * ((x / C(3)) + C(0.5)) : grad);
+    const C mid = grad * ((x / C(3)) + C(0.5));
+    return x <= C(-3) ? C(0) : (x < C(3) ? mid : grad);
   }
 };
 template <class C> struct HardsigmoidBackwardF {
   C unused0, unused1;
   Flag zero_div;
   ON_INLINE C operator()(C grad, C x) const {
-    return (x > C(-3) && x < C(3)) ? grad * (C(1) / C(6)) : C(0);
+    const C mid = grad * (C(1) / C(6));
+    return (x > C(-3) && x < C(3)) ? mid : C(0);
   }
 };
 // PyTorch's CUDA formula (the CPU's with its buffer exp(-|x|) recomputed):
@@ -247,21 +257,27 @@ template <class C> struct EluBackwardF {
   C alpha, scale;
   Flag zero_div;
   ON_INLINE C operator()(C grad, C x, C input_scale) const {
-    return x <= C(0) ? grad * input_scale * (alpha * scale) * fexp(x * input_scale)
-                     : grad * scale;
+    const C neg = grad * input_scale * (alpha * scale) * fexp(x * input_scale);
+    const C pos = grad * scale;
+    return x <= C(0) ? neg : pos;
   }
 };
 template <class C> struct EluBackwardResultF {
   C alpha, scale;
   Flag zero_div;
   ON_INLINE C operator()(C grad, C result, C input_scale) const {
-    return result <= C(0) ? grad * input_scale * (result + alpha * scale) : grad * scale;
+    const C neg = grad * input_scale * (result + alpha * scale);
+    const C pos = grad * scale;
+    return result <= C(0) ? neg : pos;
   }
 };
 template <class C> struct LeakyReluBackwardF {
   C slope, unused;
   Flag zero_div;
-  ON_INLINE C operator()(C grad, C x) const { return x > C(0) ? grad : grad * slope; }
+  ON_INLINE C operator()(C grad, C x) const {
+    const C neg = grad * slope;
+    return x > C(0) ? grad : neg;
+  }
 };
 template <class C> struct HardtanhBackwardF {
   C lo, hi;

@@ -52,6 +52,27 @@ void copy_strided(const TensorType& dt, char* dst, const TensorType& st, const c
 
 // ------------------------------------------------------------ scatter family
 
+// One gather line: indices checked first (a branch-free pass), then copied
+// without per-element checks so the copy vectorises (AVX-512 gathers when the
+// line is contiguous). Elements are copied as bits, like PyTorch's gather.
+// Returns false if an index is out of range (nothing is written then).
+template <class T, class I>
+bool gather_line(T* out, int64_t osd, const T* self, int64_t ssd, const I* x, int64_t xsd,
+                 int64_t D, int64_t tsize) {
+  bool ok = true;
+  for (int64_t j = 0; j < D; ++j) {
+    const int64_t v = x[j * xsd];
+    ok &= (v >= 0) & (v < tsize);
+  }
+  if (!ok) return false;
+  if (osd == 1 && ssd == 1 && xsd == 1) {
+    for (int64_t j = 0; j < D; ++j) out[j] = self[x[j]];
+  } else {
+    for (int64_t j = 0; j < D; ++j) out[j * osd] = self[x[j * xsd] * ssd];
+  }
+  return true;
+}
+
 template <class T>
 int scatter_entry(const void* params, const onrt_arg* args, char* err, size_t errlen) {
   const auto& p = *static_cast<const ScatterParams*>(params);
@@ -105,6 +126,14 @@ int scatter_entry(const void* params, const onrt_arg* args, char* err, size_t er
       int64_t o[4];
       w.offsets(t, o, 4);
       if (needs_count) std::fill(cnt.begin(), cnt.end(), p.include_self ? 1 : 0);
+      if (op == ScatterOp::Gather) {
+        const bool line_ok =
+            is32 ? gather_line(out + o[2], osd, self + o[3], selfsd,
+                               reinterpret_cast<const int32_t*>(index) + o[0], xsd, D, tsize)
+                 : gather_line(out + o[2], osd, self + o[3], selfsd,
+                               reinterpret_cast<const int64_t*>(index) + o[0], xsd, D, tsize);
+        if (line_ok) continue;  // else the loop below finds and reports the bad index
+      }
       for (int64_t j = 0; j < D; ++j) {
         const int64_t xo = (index_op ? 0 : o[0]) + j * xsd;
         const int64_t idx = is32 ? reinterpret_cast<const int32_t*>(index)[xo]
@@ -339,12 +368,36 @@ int sort_entry(const void* params, const onrt_arg* args, char*, size_t) {
                 xsd = xt.ndim ? xt.strides[dim] : 0;
   const bool desc = p.descending;
   const int64_t lines = it.numel() / D;
+  // at::sort(stable=false) on the CPU (SortingKernel.cpp sort_kernel): indices 0..D-1,
+  // untouched when the input's stride along dim is 0; 1-D integral inputs of >= 32768
+  // elements ascending go to fbgemm's radix sort (stable); everything else std::sort with a
+  // key-only comparator. std::sort here, with the same comparator on the same initial
+  // sequence, reproduces its tie order (the algorithm depends on comparison outcomes only).
+  // (Both exceptions give the stable order.)
+  const bool integral = std::is_integral_v<C> && !std::is_same_v<T, bool>;
+  const bool cpu_unstable = !p.stable && K == D && !(it.ndim && sd == 0) &&
+                            !(integral && it.ndim == 1 && D >= 32768 && !desc);
   auto body = [&](int64_t b, int64_t e) {
     std::vector<std::pair<C, int64_t>> v(D);
     for (int64_t t = b; t < e; ++t) {
       int64_t o[3];
       w.offsets(t, o, 3);
       for (int64_t j = 0; j < D; ++j) v[j] = {load(in + o[0] + j * sd), j};
+      if (cpu_unstable) {
+        if (desc)
+          std::sort(v.begin(), v.end(), [](const std::pair<C, int64_t>& a, const std::pair<C, int64_t>& c) {
+            return (is_nan_v<T>(a.first) && !is_nan_v<T>(c.first)) || c.first < a.first;
+          });
+        else
+          std::sort(v.begin(), v.end(), [](const std::pair<C, int64_t>& a, const std::pair<C, int64_t>& c) {
+            return (!is_nan_v<T>(a.first) && is_nan_v<T>(c.first)) || a.first < c.first;
+          });
+        for (int64_t j = 0; j < K; ++j) {
+          store(val + o[1] + j * vsd, v[j].first);
+          idx[o[2] + j * xsd] = v[j].second;
+        }
+        continue;
+      }
       // Strict total order: NaN largest, ties by position (= a stable sort).
       auto less = [desc](const std::pair<C, int64_t>& a, const std::pair<C, int64_t>& c) {
         const bool an = is_nan_v<T>(a.first), cn = is_nan_v<T>(c.first);

@@ -83,6 +83,11 @@ std::string op_name(const c10::OperatorHandle& op);
 // kernel in place on device memory; false (stack untouched) when the call cannot
 // run that way. Counted per op in library_calls().
 bool try_host_library_kernel(const c10::OperatorHandle& op, std::vector<c10::IValue>* stack);
+// A CPU tensor over a device tensor's bytes (the device memory must be host mapped).
+at::Tensor host_alias(const at::Tensor& t);
+// dst = src on one device by PyTorch's CPU copy over host aliases, in stream
+// order: for dtype conversions the copy engine does not cover (complex, FP8).
+void host_copy(const at::Tensor& dst, const at::Tensor& src);
 
 // Runs an op without a native engine for this case: through the host library
 // kernel when it can, else on the CPU exactly as the boxed CPU fallback does (honours

@@ -113,7 +113,12 @@ at::Tensor empty_device(at::IntArrayRef sizes, c10::ScalarType dtype, c10::Devic
 
 void copy_on_device(const at::Tensor& dst, const at::Tensor& src) {
   if (dst.numel() == 0) return;
-  launch(compiler::Op::Copy, {tensor_operand(src.expand(dst.sizes()))}, {tensor_operand(dst)});
+  const at::Tensor from = src.expand(dst.sizes());
+  try {
+    launch(compiler::Op::Copy, {tensor_operand(from)}, {tensor_operand(dst)});
+  } catch (const c10::NotImplementedError&) {
+    host_copy(dst, from);  // a conversion the copy engine does not cover
+  }
 }
 
 at::Tensor to_dtype_on_device(const at::Tensor& t, c10::ScalarType dtype) {

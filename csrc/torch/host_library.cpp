@@ -60,6 +60,8 @@ bool accepts_host_tensors(const std::string& name) {
   return name.rfind("aten::index", 0) == 0 || name.rfind("aten::_index_put_impl_", 0) == 0;
 }
 
+}  // namespace
+
 // A CPU tensor over the same bytes as device tensor `t`, with t's geometry. Its
 // storage spans t's whole device storage so views returned by the CPU kernel can
 // be mapped back; it is resizable through the CPU allocator so an out= argument
@@ -76,6 +78,8 @@ at::Tensor host_alias(const at::Tensor& t) {
   h._set_neg(t.is_neg());
   return h;
 }
+
+namespace {
 
 struct Alias {
   at::Tensor device;
@@ -122,6 +126,10 @@ class AliasedCall {
             h.storage_offset() != a.device.storage_offset()) {
           dev->set_sizes_and_strides(h.sizes(), h.strides(), h.storage_offset());
         }
+        // Kernels may finish with a lazy conjugate (linalg_lu_solve flips the
+        // out tensor's conj bit): the bits are part of the result.
+        if (h.is_conj() != a.device.is_conj()) dev->_set_conj(h.is_conj());
+        if (h.is_neg() != a.device.is_neg()) dev->_set_neg(h.is_neg());
         continue;
       }
       a.device.resize_(h.sizes());
@@ -267,6 +275,15 @@ class AliasedCall {
 };
 
 }  // namespace
+
+void host_copy(const at::Tensor& dst, const at::Tensor& src) {
+  const c10::DeviceIndex index = dst.device().index();
+  TORCH_CHECK_NOT_IMPLEMENTED(host_mapped(index), "neuron: no device copy from ", src.scalar_type(),
+                              " to ", dst.scalar_type(), " and the host cannot address ",
+                              dst.device(), "'s memory");
+  ONRT_CHECK(onrt_stream_synchronize(current_runtime_stream(index)));
+  host_alias(dst).copy_(host_alias(src));
+}
 
 bool try_host_library_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   if (!library_enabled()) return false;

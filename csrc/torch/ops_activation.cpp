@@ -36,8 +36,8 @@ void write_result(const Tensor& out, c10::ScalarType dtype, Body&& body) {
   copy_on_device(out, tmp);
 }
 
-// out = op(ins..., coefs...) where `ins` are tensors or scalars (CPU 0-dim
-// tensors become scalars), all in `compute`. launch() takes an initializer
+// out = op(in...) with a result of dtype `result`; `in` holds the tensor and
+// scalar operands in the compiler op's order. launch() takes an initializer
 // list, hence the switch on the operand count.
 void run(Op op, const std::vector<Operand>& in, const Tensor& out, c10::ScalarType result,
          std::vector<int64_t> attrs = {}) {
@@ -59,6 +59,7 @@ void run(Op op, const std::vector<Operand>& in, const Tensor& out, c10::ScalarTy
   });
 }
 
+// A tensor in `compute` expanded to `shape`; CPU 0-dim tensors become scalars.
 Operand value(const Tensor& t, c10::ScalarType compute, at::IntArrayRef shape) {
   if (is_cpu_scalar(t)) return scalar_operand(t.item(), compute);
   return tensor_operand(to_dtype_on_device(t, compute).expand(shape));
@@ -71,8 +72,8 @@ void check_float(const Tensor& self, const char* kernel) {
 
 // ------------------------------------------------------------ forward activations
 
-// Activation forward: out has self's dtype; `coefs` are Python scalars. `Name`
-// is the CPU kernel's name, for PyTorch's own "not implemented" message.
+// Activation forward: out has self's dtype; coefficients are Python scalars.
+// `kernel` is the CPU kernel's name, for PyTorch's own "not implemented" message.
 struct Act {
   Op op;
   const char* kernel;

@@ -275,15 +275,18 @@ at::Tensor& arange_out(const at::Scalar& start, const at::Scalar& end, const at:
   TORCH_CHECK(((xstep > 0) && (xend >= xstart)) || ((xstep < 0) && (xend <= xstart)),
               "upper bound and larger bound inconsistent with step sign");
   // Like ATen, integral results take the bounds in the integer type first
-  // (arange(0, 2.5, 1.2, dtype=int64) is arange(0, 2, 1)).
+  // (arange(0, 2.5, 1.2, dtype=int64) is arange(0, 2, 1)), but only int64 also
+  // counts its length that way: the narrower integer types count it from the
+  // real bounds (arange(0, 3.1, dtype=int16) has 4 elements).
   const bool integral = c10::isIntegralType(out.scalar_type(), true);
   int64_t size;
-  if (integral) {
+  if (integral && out.scalar_type() == c10::kLong) {
     const int64_t s = start.toLong(), e = end.toLong(), st = step.toLong();
     TORCH_CHECK(st != 0, "step must be nonzero");
     size = static_cast<int64_t>(std::ceil(static_cast<double>(e - s) / static_cast<double>(st)));
     size = std::max<int64_t>(size, 0);
   } else {
+    TORCH_CHECK(!integral || step.toLong() != 0, "step must be nonzero");
     size = static_cast<int64_t>(std::ceil((xend - xstart) / xstep));
   }
   if (out.numel() != size) at::native::resize_output(out, {size});

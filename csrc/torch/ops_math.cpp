@@ -7,6 +7,7 @@
 #include <ATen/core/op_registration/adaption.h>
 #include <ATen/native/Resize.h>
 #include <ATen/native/TypeProperties.h>
+#include <ATen/ops/addr_native.h>
 #include <torch/library.h>
 
 #include "bridge.h"
@@ -581,6 +582,38 @@ at::Tensor& addmm_(at::Tensor& self, const at::Tensor& a, const at::Tensor& b,
   return self;
 }
 
+// addr: the CPU kernel (cpu/LinearAlgebraKernel.cpp addr_kernel) converts beta and alpha to
+// the tensors' dtype and evaluates beta*self + (alpha*vec1)*vec2 in that dtype, every product
+// and the sum rounded to it (self ignored when beta is 0). The composite math_addr rounds
+// differently (alpha*(vec1*vec2), beta kept in double): in bfloat16 results differ by many ulps
+// where the two terms cancel. Same sequence of device ops here, so same roundings.
+at::Tensor neuron_addr(const at::Tensor& self, const at::Tensor& vec1, const at::Tensor& vec2,
+                       const at::Scalar& beta, const at::Scalar& alpha) {
+  const c10::ScalarType dt = self.scalar_type();
+  if (!(at::isFloatingType(dt) || at::isComplexType(dt)) || vec1.scalar_type() != dt ||
+      vec2.scalar_type() != dt)
+    return at::native::math_addr(self, vec1, vec2, beta, alpha);  // exact / promoting cases
+  TORCH_CHECK(vec1.dim() == 1, "addr: Expected 1-D argument vec1, but got ", vec1.dim(), "-D");
+  TORCH_CHECK(vec2.dim() == 1, "addr: Expected 1-D argument vec2, but got ", vec2.dim(), "-D");
+  const c10::Device device = common_device("addr", {&self, &vec1, &vec2});
+  const at::Tensor b = at::scalar_tensor(beta, at::TensorOptions().dtype(dt));  // rounded to dt
+  const at::Tensor a = at::scalar_tensor(alpha, at::TensorOptions().dtype(dt));
+  const at::Tensor prod = at::mul(at::mul(vec1, a.to(device)).unsqueeze(1), vec2);
+  TORCH_CHECK(at::is_expandable_to(self.sizes(), prod.sizes()), "The expanded size of the tensor (",
+              self.sizes(), ") must match the existing size ", prod.sizes());
+  if (b.item().toComplexDouble() == 0.0) return prod;
+  return at::add(at::mul(self, b.to(device)), prod);
+}
+at::Tensor& addr_out(const at::Tensor& self, const at::Tensor& vec1, const at::Tensor& vec2,
+                     const at::Scalar& beta, const at::Scalar& alpha, at::Tensor& out) {
+  at::Tensor r = neuron_addr(self, vec1, vec2, beta, alpha);
+  TORCH_CHECK(at::canCast(r.scalar_type(), out.scalar_type()), "result type ", r.scalar_type(),
+              " can't be cast to the desired output type ", out.scalar_type());
+  at::native::resize_output(out, r.sizes());
+  out.copy_(r);
+  return out;
+}
+
 at::Tensor neuron_bmm(const at::Tensor& a, const at::Tensor& b) {
   const c10::Device device = common_device("bmm", {&a, &b});
   TORCH_CHECK(a.dim() == 3, "batch1 must be a 3D tensor");
@@ -826,6 +859,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, lib) {
   m.impl("addmm", neuron_addmm);
   m.impl("addmm.out", addmm_out);
   m.impl("addmm_", addmm_);
+  m.impl("addr", neuron_addr);
+  m.impl("addr.out", addr_out);
   m.impl("bmm", neuron_bmm);
   m.impl("bmm.out", bmm_out);
 

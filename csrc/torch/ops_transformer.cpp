@@ -1324,15 +1324,18 @@ Tensor nv_masked_select(const Tensor& self, const Tensor& mask) {
 
 // ------------------------------------------------------------ sort / topk
 
-void sort_into(const Tensor& self, int64_t dim, bool descending, const Tensor& values, const Tensor& indices) {
+// stable=false reproduces the CPU's at::sort tie order (not a stable one), see sort_entry.
+void sort_into(const Tensor& self, int64_t dim, bool descending, const Tensor& values, const Tensor& indices,
+               bool stable = true) {
   if (values.numel() == 0) return;
   Tensor in = self.dim() == 0 ? self.view({1}) : self;
   Tensor v = self.dim() == 0 ? values.view({1}) : values;
   Tensor i = self.dim() == 0 ? indices.view({1}) : indices;
-  launch(Op::Sort, {tensor_operand(in)}, {tensor_operand(v), tensor_operand(i)}, {dim, descending ? 1 : 0});
+  launch(Op::Sort, {tensor_operand(in)}, {tensor_operand(v), tensor_operand(i)},
+         {dim, descending ? 1 : 0, stable ? 1 : 0});
 }
 
-std::tuple<Tensor&, Tensor&> nv_sort_stable_out(const Tensor& self, std::optional<bool>, int64_t dim, bool descending,
+std::tuple<Tensor&, Tensor&> nv_sort_stable_out(const Tensor& self, std::optional<bool> stable, int64_t dim, bool descending,
                                              Tensor& values, Tensor& indices) {
   check_out_device(values, self.device(), "sort");
   check_out_device(indices, self.device(), "sort");
@@ -1344,7 +1347,7 @@ std::tuple<Tensor&, Tensor&> nv_sort_stable_out(const Tensor& self, std::optiona
   dim = c10::maybe_wrap_dim(dim, self.dim());
   at::native::resize_output(values, self.sizes());
   at::native::resize_output(indices, self.sizes());
-  sort_into(self, dim, descending, values, indices);
+  sort_into(self, dim, descending, values, indices, stable.value_or(false));
   return {values, indices};
 }
 

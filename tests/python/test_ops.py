@@ -153,4 +153,9 @@ def test_integer_true_division_and_transposed_vector_matmul(neuron):
     torch.testing.assert_close((x.to(neuron) @ y.to(neuron).T).cpu(), x @ y.T)
     assert torch.equal(torch.arange(0, 2.5, 1.2, dtype=torch.int64, device=neuron).cpu(),
                        torch.arange(0, 2.5, 1.2, dtype=torch.int64))
+    # Narrower integer types count the length from the real bounds (ATen does).
+    for dt in (torch.int8, torch.int16, torch.int32, torch.uint8):
+        for args in ((3.1,), (1.0, 5.000001, 2.0), (2.1, -2.9, -1.0) if dt != torch.uint8 else (0, 3)):
+            assert torch.equal(torch.arange(*args, dtype=dt, device=neuron).cpu(),
+                               torch.arange(*args, dtype=dt)), (dt, args)
     assert torch.tensor(3.0, device=neuron).sum(0).item() == 3.0

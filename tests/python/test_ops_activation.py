@@ -175,6 +175,32 @@ def test_backward_ops_direct(neuron, native, name, dtype):
     close(fn(g.to(neuron).t(), x.to(neuron)), ref)
 
 
+BACKWARD_OUT = {
+    "softplus": lambda g, x, o: torch.ops.aten.softplus_backward.grad_input(g, x, 2.0, 3.0,
+                                                                            grad_input=o),
+    "hardswish": lambda g, x, o: torch.ops.aten.hardswish_backward.out(g, x, out=o),
+    "hardsigmoid": lambda g, x, o: torch.ops.aten.hardsigmoid_backward.grad_input(g, x,
+                                                                                  grad_input=o),
+    "elu": lambda g, x, o: torch.ops.aten.elu_backward.grad_input(g, 0.7, 1.2, 0.9, False, x,
+                                                                  grad_input=o),
+    "leaky_relu": lambda g, x, o: torch.ops.aten.leaky_relu_backward.grad_input(g, x, 0.1, False,
+                                                                                grad_input=o),
+    "hardtanh": lambda g, x, o: torch.ops.aten.hardtanh_backward.grad_input(g, x, -1.0, 2.0,
+                                                                            grad_input=o),
+}
+
+
+@pytest.mark.parametrize("name", BACKWARD_OUT)
+def test_backward_out_variants(neuron, native, name):
+    fn = BACKWARD_OUT[name]
+    x = sample(-6, 6, n=200, points=(-3.0, 3.0, 0.0, -1.0, 2.0))
+    g = torch.randn(x.shape, generator=torch.Generator().manual_seed(5))
+    ref = fn(g, x, torch.empty(0))
+    out = torch.empty(0, device=neuron)
+    assert fn(g.to(neuron), x.to(neuron), out) is out
+    close(out, ref)
+
+
 @pytest.mark.parametrize("dtype", FLOATS, ids=str)
 @pytest.mark.parametrize("name", MATH)
 def test_unary_math(neuron, native, name, dtype):
@@ -223,6 +249,9 @@ def test_activation_special_values(neuron, native):
     for fn in [F.softplus, F.mish, F.hardswish, F.hardsigmoid, F.elu, F.selu, F.leaky_relu,
                F.hardtanh, F.relu6, F.logsigmoid]:
         close(fn(x.to(neuron)), fn(x))
+    # hardtanh is clamp: min above max gives max, a NaN bound gives NaN.
+    for lo, hi in [(2.0, 1.0), (math.nan, 1.0), (-1.0, math.nan)]:
+        close(torch.ops.aten.hardtanh(x.to(neuron), lo, hi), torch.ops.aten.hardtanh(x, lo, hi))
 
 
 def test_math_inplace_integer_rejected(neuron):

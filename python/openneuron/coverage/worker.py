@@ -45,8 +45,38 @@ def _inputs(model, config, mapping: Mapping) -> dict:
         return {"input_values": torch.randn(1, 16000, generator=g)}
     vocab = getattr(config, "vocab_size", None) or getattr(
         getattr(config, "text_config", None), "vocab_size", 128)
-    ids = torch.randint(3, min(vocab, 128), (1, 6), generator=g)
+    # audio decoders (MusicGen) take one row of ids per codebook
+    rows = getattr(config, "num_codebooks", None) or 1
+    ids = torch.randint(3, min(vocab, 128), (rows, 6), generator=g)
     return {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
+
+
+def _model_class_and_config(auto, config):
+    """The class `auto` builds for `config`, and the config that class takes: a composite's
+    part when the class wants only that (MusicgenForCausalLM takes the decoder config)."""
+    from .tiny_configs import _sub_configs
+
+    model_class = auto._model_mapping[type(config)]
+    wanted = getattr(model_class, "config_class", None)
+    if wanted is None or isinstance(config, wanted):
+        return model_class, config
+    part = next((sub for sub in _sub_configs(config) if isinstance(sub, wanted)), config)
+    return model_class, part
+
+
+def _redraw_zero_linear_weights(model, config) -> None:
+    """Draws random values for Linear weights initialised to all zeros.
+
+    Some architectures zero-initialise their MoE router (afmoe): then every routing score
+    ties exactly, and which of the tied experts topk returns is unspecified, so the CPU and
+    neuron may pick different ones with both right. Trained checkpoints never tie like that.
+    """
+    std = getattr(config, "initializer_range", None) or 0.02
+    g = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        for module in model.modules():
+            if isinstance(module, torch.nn.Linear) and not module.weight.any():
+                module.weight.copy_(torch.randn(module.weight.shape, generator=g) * std)
 
 
 def _to(inputs: dict, device) -> dict:
@@ -58,12 +88,20 @@ def _run(model, inputs: dict, mapping: Mapping, pad_id: int):
         if mapping.generates:
             out = model.generate(**inputs, max_new_tokens=NEW_TOKENS, do_sample=False,
                                  num_beams=1, output_logits=True, return_dict_in_generate=True,
-                                 pad_token_id=pad_id)
+                                 pad_token_id=pad_id, **_codebook_generation(model, pad_id))
             logits = torch.stack([l.float().cpu() for l in out.logits]) if out.logits else None
             return out.sequences.cpu(), logits
         out = model(**inputs)
         logits = out.logits if hasattr(out, "logits") else out[0]
         return None, logits.float().cpu()
+
+
+def _codebook_generation(model, pad_id: int) -> dict:
+    """MusicGen's own generate reads decoder_start_token_id and num_return_sequences, which
+    real checkpoints set in generation_config.json and a config-built model lacks."""
+    if not getattr(model.config, "num_codebooks", None):
+        return {}
+    return {"decoder_start_token_id": pad_id, "num_return_sequences": 1}
 
 
 def _first_op(message: str) -> str | None:
@@ -82,8 +120,10 @@ def run_one(mapping: Mapping, arch: str, compiled: bool) -> dict:
     try:
         config = tiny_config(arch)
         auto = getattr(transformers, mapping.auto_class)
+        model_class, config = _model_class_and_config(auto, config)
         torch.manual_seed(0)
-        model = auto.from_config(config).eval()
+        model = model_class._from_config(config).eval()
+        _redraw_zero_linear_weights(model, config)
         result["params"] = sum(p.numel() for p in model.parameters())
         pad_id = getattr(config, "pad_token_id", None) or 0
         inputs = _inputs(model, config, mapping)

@@ -233,6 +233,7 @@ struct ScanParams {
 struct SortParams {
   int32_t dim = 0;
   uint8_t descending = 0;
+  uint8_t stable = 0;  // 0: the CPU's std::sort tie order (at::sort's default), 1: stable
   int64_t k = 0;
   TensorArg in, values, indices;
 };

@@ -7,7 +7,18 @@
 #include <cstdint>
 #include <cstring>
 
+#if defined(__F16C__)
+#include <immintrin.h>
+#endif
+
 namespace openneuron::kernels {
+// Translation units built with and without F16C get differently named copies,
+// so the two definitions of these inline functions never meet in one program.
+#if defined(__F16C__)
+inline namespace half_f16c {
+#else
+inline namespace half_portable {
+#endif
 
 inline uint32_t f32_bits(float f) {
   uint32_t u;
@@ -31,6 +42,13 @@ inline uint16_t f32_to_bf16(float f) {
 }
 
 // ----------------------------------------------------------------- float16
+#if defined(__F16C__)
+// The hardware conversions (F16C) round to nearest-even exactly like the
+// portable constructions below, at a fraction of their cost; NaNs stay NaN
+// (their payload bits may differ, which no comparison sees).
+inline float f16_to_f32(uint16_t h) { return _cvtsh_ss(h); }
+inline uint16_t f32_to_f16(float f) { return _cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT); }
+#else
 inline float f16_to_f32(uint16_t h) {
   // Same construction as c10::detail::fp16_ieee_to_fp32_value.
   const uint32_t w = static_cast<uint32_t>(h) << 16;
@@ -67,6 +85,7 @@ inline uint16_t f32_to_f16(float f) {
   const uint32_t nonsign = exp_bits + mantissa_bits;
   return static_cast<uint16_t>((sign >> 16) | (shl1_w > 0xFF000000u ? 0x7E00u : nonsign));
 }
+#endif
 
 // ------------------------------------------------------------ float8 e4m3fn
 inline float f8e4m3_to_f32(uint8_t x) {
@@ -135,4 +154,5 @@ inline uint8_t f32_to_f8e5m2(float f) {
   return static_cast<uint8_t>(result | (sign >> 24));
 }
 
+}  // inline namespace
 }  // namespace openneuron::kernels

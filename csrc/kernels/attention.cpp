@@ -3,10 +3,7 @@
 // max and sum per query row (online softmax), the backward recomputes the tile
 // probabilities from the saved log-sum-exp. Tile products go through oneDNN's
 // sgemm (never a hand-written GEMM) with float32 accumulation; half inputs are
-// widened tile by tile (their products are exact in float32). The bfloat16
-// forward instead runs its two tile products on oneDNN's bf16 matmul primitive
-// (AMX / AVX512-BF16, float32 accumulation): widening every K and V tile once
-// per query block cost more than the products themselves.
+// widened tile by tile (their products are exact in float32).
 //
 // Threads: oneDNN's CPU runtime here is OpenMP, so the tiles are spread over an
 // OpenMP team; oneDNN sees it is inside a parallel region and runs each tile
@@ -14,13 +11,9 @@
 #include <dnnl.h>
 
 #include <atomic>
-#include <cstring>
 #include <limits>
-#include <memory>
-#include <unordered_map>
 #include <vector>
 
-#include "dnnl_context.h"
 #include "internal.h"
 #include "philox.h"
 #include "vmath.h"
@@ -122,105 +115,6 @@ inline bool gemm(char ta, char tb, int64_t m, int64_t n, int64_t k, float alpha,
   if (m == 0 || n == 0) return true;
   return dnnl_sgemm(ta, tb, m, n, k, alpha, a, std::max<int64_t>(lda, 1), b,
                     std::max<int64_t>(ldb, 1), beta, c, std::max<int64_t>(ldc, 1)) == dnnl_success;
-}
-
-// C[m, n] = alpha * A[m, k] * op(B) + beta * C in bf16 x bf16 -> f32 on oneDNN's
-// matmul primitive; op(B) is B[k, n] ('N') or B[n, k] transposed ('T'). One
-// primitive per tile shape, cached per thread (the OpenMP team's threads are
-// long-lived; a sequence uses at most a few shapes: full and edge tiles).
-struct BfKey {
-  int64_t m, n, k, lda, ldb, ldc;
-  float alpha, beta;
-  int32_t tb;
-  bool operator==(const BfKey& o) const { return std::memcmp(this, &o, sizeof(BfKey)) == 0; }
-};
-struct BfKeyHash {
-  size_t operator()(const BfKey& k) const {
-    const auto* p = reinterpret_cast<const unsigned char*>(&k);
-    uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < sizeof(BfKey); ++i) h = (h ^ p[i]) * 1099511628211ull;
-    return h;
-  }
-};
-struct BfGemm {
-  dnnl_primitive_t prim = nullptr;
-  dnnl_memory_t a = nullptr, b = nullptr, c = nullptr;
-  ~BfGemm() {
-    for (dnnl_memory_t m : {a, b, c})
-      if (m) dnnl_memory_destroy(m);
-    if (prim) dnnl_primitive_destroy(prim);
-  }
-};
-
-std::unique_ptr<BfGemm> build_bf(const BfKey& k) {
-  auto g = std::make_unique<BfGemm>();
-  dnnl_engine_t eng = dnnl_cpu_engine();
-  if (!eng) return g;
-  const dnnl_dims_t a_dims = {k.m, k.k}, b_dims = {k.k, k.n}, c_dims = {k.m, k.n};
-  const dnnl_dims_t a_st = {k.lda, 1}, c_st = {k.ldc, 1};
-  const dnnl_dims_t b_st = {k.tb ? 1 : k.ldb, k.tb ? k.ldb : 1};
-  dnnl_memory_desc_t a_md, b_md, c_md;
-  if (dnnl_memory_desc_init_by_strides(&a_md, 2, a_dims, dnnl_bf16, a_st) != dnnl_success ||
-      dnnl_memory_desc_init_by_strides(&b_md, 2, b_dims, dnnl_bf16, b_st) != dnnl_success ||
-      dnnl_memory_desc_init_by_strides(&c_md, 2, c_dims, dnnl_f32, c_st) != dnnl_success)
-    return g;
-  dnnl_matmul_desc_t md;
-  if (dnnl_matmul_desc_init(&md, &a_md, &b_md, nullptr, &c_md) != dnnl_success) return g;
-  dnnl_primitive_attr_t attr = nullptr;
-  dnnl_primitive_attr_create(&attr);
-  if (k.alpha != 1.0f) dnnl_primitive_attr_set_output_scales(attr, 1, 0, &k.alpha);
-  dnnl_post_ops_t po = nullptr;
-  if (k.beta != 0.0f) {
-    dnnl_post_ops_create(&po);
-    dnnl_post_ops_append_sum(po, k.beta);
-    dnnl_primitive_attr_set_post_ops(attr, po);
-  }
-  dnnl_primitive_desc_t pd = nullptr;
-  dnnl_status_t st = dnnl_primitive_desc_create(&pd, &md, attr, eng, nullptr);
-  if (po) dnnl_post_ops_destroy(po);
-  dnnl_primitive_attr_destroy(attr);
-  if (st != dnnl_success) return g;
-  st = dnnl_primitive_create(&g->prim, pd);
-  dnnl_primitive_desc_destroy(pd);
-  if (st != dnnl_success) {
-    g->prim = nullptr;
-    return g;
-  }
-  dnnl_memory_create(&g->a, &a_md, eng, DNNL_MEMORY_NONE);
-  dnnl_memory_create(&g->b, &b_md, eng, DNNL_MEMORY_NONE);
-  dnnl_memory_create(&g->c, &c_md, eng, DNNL_MEMORY_NONE);
-  return g;
-}
-
-bool gemm_bf16(char tb, int64_t m, int64_t n, int64_t k, float alpha, const bf16* a, int64_t lda,
-               const bf16* b, int64_t ldb, float beta, float* c, int64_t ldc) {
-  if (m == 0 || n == 0) return true;
-  BfKey key;
-  std::memset(&key, 0, sizeof key);
-  key.m = m;
-  key.n = n;
-  key.k = k;
-  key.lda = std::max(lda, k);
-  key.ldb = std::max(ldb, tb == 'T' ? k : n);
-  key.ldc = ldc;
-  key.alpha = alpha;
-  key.beta = beta;
-  key.tb = tb == 'T' ? 1 : 0;
-  thread_local std::unordered_map<BfKey, std::unique_ptr<BfGemm>, BfKeyHash> cache;
-  auto it = cache.find(key);
-  if (it == cache.end()) {
-    if (cache.size() > 64) cache.clear();
-    it = cache.emplace(key, build_bf(key)).first;
-  }
-  BfGemm& g = *it->second;
-  if (!g.prim) return false;
-  dnnl_memory_set_data_handle(g.a, const_cast<bf16*>(a));
-  dnnl_memory_set_data_handle(g.b, const_cast<bf16*>(b));
-  dnnl_memory_set_data_handle(g.c, c);
-  dnnl_exec_arg_t ex[3] = {{DNNL_ARG_SRC, g.a}, {DNNL_ARG_WEIGHTS, g.b}, {DNNL_ARG_DST, g.c}};
-  dnnl_stream_t stream = dnnl_thread_stream();
-  return dnnl_primitive_execute(g.prim, stream, 3, ex) == dnnl_success &&
-         dnnl_stream_wait(stream) == dnnl_success;
 }
 
 // Adds the mask and the causal limit to a score tile S[rows, Bk] whose first
@@ -326,37 +220,25 @@ int attention_forward(const void* params, const onrt_arg* args, char* err, size_
 #pragma omp parallel num_threads(team_size(work))
   {
     const int64_t Bq = sh.bq, Bk = sh.bk;
-    constexpr bool kBf = std::is_same_v<T, bf16>;
-    std::vector<float> qbuf(kBf ? 0 : Bq * sh.E), kbuf(kBf ? 0 : Bk * sh.E),
-        vbuf(kBf ? 0 : Bk * sh.Ev), sbuf(Bq * Bk), acc(Bq * sh.Ev), m(Bq), l(Bq),
-        z(sh.dropout ? Bk : 0);
-    std::vector<bf16> pbuf(kBf ? Bq * Bk : 0);
+    std::vector<float> qbuf(Bq * sh.E), kbuf(Bk * sh.E), vbuf(Bk * sh.Ev), sbuf(Bq * Bk),
+        acc(Bq * sh.Ev), m(Bq), l(Bq), z(sh.dropout ? Bk : 0);
 #pragma omp for schedule(dynamic, 1)
     for (int64_t w = 0; w < work; ++w) {
       const int64_t ib = w % nqb, h = (w / nqb) % sh.H, b = w / (nqb * sh.H);
       const int64_t hk = h / sh.group;
       const int64_t r0 = ib * Bq, nq = std::min(Bq, sh.L - r0);
-      int64_t ldq = 0, ldk = 0, ldv = 0;
-      const float* Q = nullptr;
-      if constexpr (!kBf) Q = as_float_tile<T>(q, b, h, r0, nq, sh.E, qbuf.data(), ldq);
+      int64_t ldq, ldk, ldv;
+      const float* Q = as_float_tile<T>(q, b, h, r0, nq, sh.E, qbuf.data(), ldq);
       std::fill(m.begin(), m.end(), kNegInf);
       std::fill(l.begin(), l.end(), 0.0f);
       std::fill(acc.begin(), acc.end(), 0.0f);
       const int64_t kend = sh.causal ? std::min(sh.S, r0 + nq) : sh.S;
       for (int64_t c0 = 0; c0 < kend; c0 += Bk) {
         const int64_t nk = std::min(Bk, kend - c0);
-        const float* K = nullptr;
-        const float* V = nullptr;
+        const float* K = as_float_tile<T>(k, b, hk, c0, nk, sh.E, kbuf.data(), ldk);
+        const float* V = as_float_tile<T>(v, b, hk, c0, nk, sh.Ev, vbuf.data(), ldv);
         float* S = sbuf.data();
-        if constexpr (kBf) {
-          if (!gemm_bf16('T', nq, nk, sh.E, sh.scale, q.row<bf16>(b, h, r0), q.st[2],
-                         k.row<bf16>(b, hk, c0), k.st[2], 0.0f, S, Bk))
-            failed = true;
-        } else {
-          K = as_float_tile<T>(k, b, hk, c0, nk, sh.E, kbuf.data(), ldk);
-          V = as_float_tile<T>(v, b, hk, c0, nk, sh.Ev, vbuf.data(), ldv);
-          if (!gemm('N', 'T', nq, nk, sh.E, sh.scale, Q, ldq, K, ldk, 0.0f, S, Bk)) failed = true;
-        }
+        if (!gemm('N', 'T', nq, nk, sh.E, sh.scale, Q, ldq, K, ldk, 0.0f, S, Bk)) failed = true;
         apply_mask(S, Bk, nq, nk, r0, c0, sh.causal, mask, sh.mdt, b, h);
         for (int64_t r = 0; r < nq; ++r) {
           float* s = S + r * Bk;
@@ -380,16 +262,8 @@ int attention_forward(const void* params, const onrt_arg* args, char* err, size_
           }
           round_to<T>(s, nk);
         }
-        if constexpr (kBf) {
-          // The probabilities are already rounded to bf16: this narrowing is exact.
-          for (int64_t r = 0; r < nq; ++r)
-            for (int64_t c = 0; c < nk; ++c) store(&pbuf[r * Bk + c], S[r * Bk + c]);
-          if (!gemm_bf16('N', nq, sh.Ev, nk, 1.0f, pbuf.data(), Bk, v.row<bf16>(b, hk, c0),
-                         v.st[2], 1.0f, acc.data(), sh.Ev))
-            failed = true;
-        } else if (!gemm('N', 'N', nq, sh.Ev, nk, 1.0f, S, Bk, V, ldv, 1.0f, acc.data(), sh.Ev)) {
+        if (!gemm('N', 'N', nq, sh.Ev, nk, 1.0f, S, Bk, V, ldv, 1.0f, acc.data(), sh.Ev))
           failed = true;
-        }
       }
       for (int64_t r = 0; r < nq; ++r) {
         // A row with every key masked has no distribution: output 0 (as
@@ -405,7 +279,7 @@ int attention_forward(const void* params, const onrt_arg* args, char* err, size_
       }
     }
   }
-  if (failed) return fail(err, errlen, "attention: oneDNN tile product failed");
+  if (failed) return fail(err, errlen, "attention: oneDNN sgemm failed");
   return 0;
 }
 

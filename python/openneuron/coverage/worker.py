@@ -22,7 +22,7 @@ import torch  # noqa: E402
 import openneuron  # noqa: E402  (for its statistics; the device itself autoloads)
 
 from .mappings import MAPPINGS, Mapping  # noqa: E402
-from .tiny_configs import tiny_config  # noqa: E402
+from .tiny_configs import KNOWN_CPU_ERRORS, tiny_config  # noqa: E402
 
 NEW_TOKENS = 8
 ATOL = RTOL = 1e-3
@@ -51,17 +51,21 @@ def _inputs(model, config, mapping: Mapping) -> dict:
     return {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
 
 
-def _model_class_and_config(auto, config):
-    """The class `auto` builds for `config`, and the config that class takes: a composite's
-    part when the class wants only that (MusicgenForCausalLM takes the decoder config)."""
+def _build_model(auto, config):
+    """The model `auto` builds for `config`, and the config it took: a composite's part when
+    the model class takes only that (MusicgenForCausalLM takes the decoder config)."""
+    from transformers.models.auto.auto_factory import _get_model_class
+
     from .tiny_configs import _sub_configs
 
-    model_class = auto._model_mapping[type(config)]
+    if config.architectures is None:  # Auto classes mapping a type to several classes
+        config.architectures = []     # iterate it to choose one, and fail on None
+    model_class = _get_model_class(config, auto._model_mapping)
     wanted = getattr(model_class, "config_class", None)
     if wanted is None or isinstance(config, wanted):
-        return model_class, config
+        return auto.from_config(config), config
     part = next((sub for sub in _sub_configs(config) if isinstance(sub, wanted)), config)
-    return model_class, part
+    return model_class._from_config(part), part
 
 
 def _redraw_zero_linear_weights(model, config) -> None:
@@ -88,7 +92,7 @@ def _run(model, inputs: dict, mapping: Mapping, pad_id: int):
         if mapping.generates:
             out = model.generate(**inputs, max_new_tokens=NEW_TOKENS, do_sample=False,
                                  num_beams=1, output_logits=True, return_dict_in_generate=True,
-                                 pad_token_id=pad_id, **_codebook_generation(model, pad_id))
+                                 pad_token_id=pad_id, **_generation_defaults(model, pad_id))
             logits = torch.stack([l.float().cpu() for l in out.logits]) if out.logits else None
             return out.sequences.cpu(), logits
         out = model(**inputs)
@@ -96,12 +100,17 @@ def _run(model, inputs: dict, mapping: Mapping, pad_id: int):
         return None, logits.float().cpu()
 
 
-def _codebook_generation(model, pad_id: int) -> dict:
-    """MusicGen's own generate reads decoder_start_token_id and num_return_sequences, which
-    real checkpoints set in generation_config.json and a config-built model lacks."""
-    if not getattr(model.config, "num_codebooks", None):
-        return {}
-    return {"decoder_start_token_id": pad_id, "num_return_sequences": 1}
+def _generation_defaults(model, pad_id: int) -> dict:
+    """generate arguments real checkpoints carry in generation_config.json and a model built
+    from a default config can lack: where the decoder starts (T5 and MusicGen start from the
+    pad token) and, for MusicGen's own generate, num_return_sequences."""
+    gen = model.generation_config
+    if getattr(model.config, "num_codebooks", None):
+        return {"decoder_start_token_id": pad_id, "num_return_sequences": 1}
+    if model.config.is_encoder_decoder and gen.decoder_start_token_id is None \
+            and gen.bos_token_id is None:
+        return {"decoder_start_token_id": pad_id}
+    return {}
 
 
 def _first_op(message: str) -> str | None:
@@ -120,9 +129,9 @@ def run_one(mapping: Mapping, arch: str, compiled: bool) -> dict:
     try:
         config = tiny_config(arch)
         auto = getattr(transformers, mapping.auto_class)
-        model_class, config = _model_class_and_config(auto, config)
         torch.manual_seed(0)
-        model = model_class._from_config(config).eval()
+        model, config = _build_model(auto, config)
+        model = model.eval()
         _redraw_zero_linear_weights(model, config)
         result["params"] = sum(p.numel() for p in model.parameters())
         pad_id = getattr(config, "pad_token_id", None) or 0
@@ -130,6 +139,8 @@ def run_one(mapping: Mapping, arch: str, compiled: bool) -> dict:
         cpu_tokens, cpu_logits = _run(model, inputs, mapping, pad_id)
     except Exception as exc:  # the tiny model does not even run on the CPU: a harness gap
         result.update(status="cpu-error", message=_short(exc))
+        if arch in KNOWN_CPU_ERRORS:
+            result["reason"] = KNOWN_CPU_ERRORS[arch]
         return result
     try:
         dev_model = copy.deepcopy(model).to("neuron")

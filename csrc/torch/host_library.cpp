@@ -14,9 +14,9 @@
 // Random ops get a CPU generator seeded from the device generator (see
 // host_generator). Tensors on two devices (CPU scalars excepted) raise PyTorch's
 // device-mismatch error. Calls this cannot run in place take the CPU fallback
-// (fallback.cpp), warned about and counted as before: device arguments, a CPU
-// generator given to a device op, ops that change storages, and devices whose
-// memory the host cannot address.
+// (fallback.cpp), warned about and counted as before: a CPU generator given to a
+// device op, host tensors where PyTorch allows them (x[cpu_index]), ops that change
+// storages, and devices whose memory the host cannot address.
 // OPENNEURON_HOST_LIBRARY=0 sends every such op to the CPU fallback instead.
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
@@ -176,7 +176,7 @@ class AliasedCall {
 
   bool alias_value(c10::IValue& v) {
     if (v.isTensor()) return alias_tensor(v, v.toTensor());
-    if (v.isDevice()) return false;
+    if (v.isDevice()) return host_device(v);
     if (v.isTensorList()) {
       c10::List<at::Tensor> list = v.toTensorList();
       c10::List<at::Tensor> hosts;
@@ -199,6 +199,19 @@ class AliasedCall {
       }
       v = hosts;
     }
+    return true;
+  }
+
+  // A factory's device argument: the CPU kernel builds the result on the host,
+  // then it is copied once to the named device, like any fresh output.
+  bool host_device(c10::IValue& v) {
+    const c10::Device d = v.toDevice();
+    if (!d.is_privateuseone()) return false;
+    const c10::DeviceIndex index = d.has_index() ? d.index() : current_device();
+    if (device_ >= 0 && index != device_) mismatch(c10::Device(d.type(), index));
+    if (device_ < 0 && !host_mapped(index)) return false;
+    device_ = index;
+    v = c10::Device(c10::kCPU);
     return true;
   }
 
@@ -296,12 +309,34 @@ bool try_host_library_kernel(const c10::OperatorHandle& op, torch::jit::Stack* s
 
   // Rewrite a copy of the arguments: if any rules out running in place, the
   // caller's stack is untouched for the CPU fallback.
+  const c10::OperatorHandle* target = &op;
+  if (name == "aten::convolution_overrideable") {
+    // The backend hook of aten::convolution, which the CPU has no kernel for:
+    // the same arguments run the CPU's own convolution.
+    static const c10::OperatorHandle convolution =
+        c10::Dispatcher::singleton().findSchemaOrThrow("aten::convolution", "");
+    target = &convolution;
+  }
+  const bool conv_backward = name == "aten::convolution_backward_overrideable";
+  if (conv_backward) {
+    static const c10::OperatorHandle convolution_backward =
+        c10::Dispatcher::singleton().findSchemaOrThrow("aten::convolution_backward", "");
+    target = &convolution_backward;
+  }
   torch::jit::Stack args(stack->begin() + static_cast<std::ptrdiff_t>(first), stack->end());
   AliasedCall call(name);
   if (!call.alias_arguments(schema, &args, 0)) return false;
 
+  if (conv_backward) {
+    // convolution_backward also takes the bias sizes: [output channels].
+    const at::Tensor& weight = args[2].toTensor();
+    const bool transposed = args[6].toBool();
+    const int64_t groups = args[8].toInt();
+    const int64_t channels = transposed ? weight.size(1) * groups : weight.size(0);
+    args.insert(args.begin() + 3, c10::IValue(std::vector<int64_t>{channels}));
+  }
   ONRT_CHECK(onrt_stream_synchronize(current_runtime_stream(call.device())));
-  op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &args);
+  target->redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &args);
   call.write_back();
 
   stack->erase(stack->begin() + static_cast<std::ptrdiff_t>(first), stack->end());

@@ -91,6 +91,17 @@ at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride,
                                            device_dtype(dtype, dev));
 }
 
+// Autograd's zero gradients (e.g. sgn's backward): a plain zero tensor here,
+// where CUDA returns a lazily-zero one; the values are the same.
+at::Tensor efficient_zero_tensor(c10::IntArrayRef size, std::optional<c10::ScalarType> dtype,
+                                 std::optional<c10::Layout> layout,
+                                 std::optional<c10::Device> device,
+                                 std::optional<bool> pin_memory) {
+  at::Tensor t = empty_memory_format(size, dtype, layout, device, pin_memory, std::nullopt);
+  if (t.numel() > 0) fill_scalar_device(t, 0.0);
+  return t;
+}
+
 at::Tensor as_strided(const at::Tensor& self, c10::SymIntArrayRef size,
                       c10::SymIntArrayRef stride, std::optional<c10::SymInt> storage_offset) {
   // View metadata only: the CPU implementation never touches data.
@@ -390,6 +401,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, lib) {
   NativeOps m(lib);  // a declined call runs as a host library kernel
   m.impl("empty.memory_format", empty_memory_format);
   m.impl("empty_strided", empty_strided);
+  m.impl("_efficientzerotensor", efficient_zero_tensor);
   m.impl("as_strided", as_strided);
   m.impl("view", view);
   m.impl("_reshape_alias", reshape_alias);

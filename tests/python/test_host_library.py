@@ -148,3 +148,24 @@ def test_random_ops_draw_from_the_device_generator():
     assert torch.equal(c, torch.empty(100, device="neuron").cauchy_(generator=g).cpu())
     lib, fb = stats()
     assert calls(lib, "aten::cauchy_") >= 5 and fb == {}
+
+
+def test_factories_and_backend_hooks_without_an_own_lowering():
+    # A factory's device argument: built by the CPU kernel, copied once to the device.
+    t = torch.tril_indices(4, 3, device="neuron")
+    assert t.device.type == "neuron" and torch.equal(t.cpu(), torch.tril_indices(4, 3))
+    # conv_transpose with output_padding: our convolution declines, the CPU's own
+    # convolution runs on the device memory, forward and backward.
+    x = torch.randn(1, 2, 5, 5)
+    w = torch.randn(2, 3, 3, 3)
+    xd, wd = x.to("neuron").requires_grad_(), w.to("neuron").requires_grad_()
+    xc, wc = x.clone().requires_grad_(), w.clone().requires_grad_()
+    f = torch.nn.functional.conv_transpose2d
+    yd = f(xd, wd, stride=2, output_padding=1)
+    yc = f(xc, wc, stride=2, output_padding=1)
+    torch.testing.assert_close(yd.detach().cpu(), yc.detach(), rtol=1e-4, atol=1e-4)
+    yd.sum().backward()
+    yc.sum().backward()
+    torch.testing.assert_close(xd.grad.cpu(), xc.grad, rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(wd.grad.cpu(), wc.grad, rtol=1e-4, atol=1e-4)
+    assert stats()[1] == {}

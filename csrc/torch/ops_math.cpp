@@ -145,6 +145,18 @@ void binary_into(Op op, BinaryKind kind, const at::Tensor& a, const at::Tensor& 
                  const std::optional<at::Scalar>& alpha, const at::Tensor& out,
                  c10::ScalarType compute) {
   if (out.numel() == 0) return;
+  // The CPU's mul and true div (cpu/BinaryOpsKernel.cpp mul_kernel, div_true_kernel) read a
+  // single-element second operand unrounded, as float, when the common dtype is Half/BFloat16:
+  // float(a) * b rounded once. A 0-dim device tensor of another dtype (a float32 norm, say)
+  // would otherwise be rounded to Half/BFloat16 first. Float32 in, one rounding out: the same.
+  if ((op == Op::Mul || op == Op::Div) && !alpha.has_value() &&
+      (compute == c10::kHalf || compute == c10::kBFloat16) && b.dim() == 0 && !is_cpu_scalar(b) &&
+      b.scalar_type() != compute && !b.is_complex()) {
+    at::Tensor wide = empty_device(out.sizes(), c10::kFloat, out.device());
+    binary_into(op, kind, a, b, alpha, wide, c10::kFloat);
+    copy_on_device(out, wide);
+    return;
+  }
   const at::IntArrayRef shape = out.sizes();
   Operand oa = elementwise_operand(a, compute, shape);
   Operand ob = elementwise_operand(b, compute, shape);
@@ -590,9 +602,9 @@ at::Tensor& addmm_(at::Tensor& self, const at::Tensor& a, const at::Tensor& b,
 at::Tensor neuron_addr(const at::Tensor& self, const at::Tensor& vec1, const at::Tensor& vec2,
                        const at::Scalar& beta, const at::Scalar& alpha) {
   const c10::ScalarType dt = self.scalar_type();
-  if (!(at::isFloatingType(dt) || at::isComplexType(dt)) || vec1.scalar_type() != dt ||
-      vec2.scalar_type() != dt)
-    return at::native::math_addr(self, vec1, vec2, beta, alpha);  // exact / promoting cases
+  // Float32/64 go to BLAS ger on the CPU (different order, within tolerance): composite there.
+  if (!at::isReducedFloatingType(dt) || vec1.scalar_type() != dt || vec2.scalar_type() != dt)
+    return at::native::math_addr(self, vec1, vec2, beta, alpha);
   TORCH_CHECK(vec1.dim() == 1, "addr: Expected 1-D argument vec1, but got ", vec1.dim(), "-D");
   TORCH_CHECK(vec2.dim() == 1, "addr: Expected 1-D argument vec2, but got ", vec2.dim(), "-D");
   const c10::Device device = common_device("addr", {&self, &vec1, &vec2});

@@ -76,6 +76,41 @@ def test_matmul_family(neuron, dtype, tol):
     same(torch.bmm, x, y, rtol=tol, atol=tol)
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_addr_rounds_like_cpu(neuron, dtype):
+    # The CPU's addr computes beta*self + (alpha*vec1)*vec2 in the dtype with beta/alpha
+    # rounded to it; where the two terms cancel, any other order is off by many bf16 ulps.
+    g = torch.Generator().manual_seed(0)
+    m = (torch.randn(5, 10, generator=g) * 5).to(dtype)
+    v1, v2 = (torch.randn(5, generator=g) * 4).to(dtype), (torch.randn(10, generator=g) * 4).to(dtype)
+    for beta, alpha in ((0.6, 0.2), (1, 1), (0, 0.3), (2.5, 1)):
+        same(lambda a, b, c: torch.addr(a, b, c, beta=beta, alpha=alpha), m, v1, v2, rtol=0, atol=0)
+        same(lambda a, b, c: torch.addr(a, b, c, beta=beta, alpha=alpha), m[0], v1, v2, rtol=0, atol=0)
+    out = torch.empty(5, 10, dtype=dtype, device=neuron)
+    torch.addr(m.to(neuron), v1.to(neuron), v2.to(neuron), beta=0.6, alpha=0.2, out=out)
+    assert torch.equal(out.cpu(), torch.addr(m, v1, v2, beta=0.6, alpha=0.2))
+    md = m.to(neuron)
+    md.addr_(v1.to(neuron), v2.to(neuron), beta=0.6, alpha=0.2)
+    assert torch.equal(md.cpu(), m.clone().addr_(v1, v2, beta=0.6, alpha=0.2))
+    i = torch.randint(-5, 5, (5, 10), generator=g)
+    same(lambda a, b, c: torch.addr(a, b, c, beta=2, alpha=3), i, i[:, 0], i[0], rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_mul_div_by_0dim_wider_tensor_like_cpu(neuron, dtype):
+    # CPU mul/div read a single-element second operand unrounded (float) for Half/BFloat16;
+    # a 0-dim float32 device tensor (a norm, a loss scale) must not be rounded first.
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(1000, generator=g).to(dtype)
+    for s in (torch.tensor(0.4318763), torch.tensor(3.0000001, dtype=torch.float64), torch.tensor(3000001)):
+        for fn in (torch.mul, torch.div, lambda a, b: a * b, lambda a, b: a.mul(b)):
+            assert torch.equal(fn(x.to(neuron), s.to(neuron)).cpu(), fn(x, s))
+        xd = x.to(neuron)
+        xd.mul_(s.to(neuron))
+        assert torch.equal(xd.cpu(), x.clone().mul_(s))
+        assert torch.equal(torch.add(x.to(neuron), s.to(neuron)).cpu(), torch.add(x, s))
+
+
 def test_softmax_and_cross_entropy(neuron):
     same(lambda a: torch.softmax(a, dim=1), X)
     same(lambda a: torch.log_softmax(a, dim=0), X)

@@ -132,3 +132,19 @@ def test_small_cnn_trains_like_cpu(neuron):
             opt.step()
         res.append(loss.item())
     assert abs(res[0] - res[1]) < 1e-4
+
+
+@pytest.mark.parametrize("nsp", [1, 2, 3])
+def test_conv_transpose_bias_bf16_rounds_once(neuron, nsp):
+    # The CPU adds a transposed convolution's bias in float32 and rounds once; rounding the
+    # convolution to bf16 before the bias is many ulps off where the bias cancels it.
+    g = torch.Generator().manual_seed(nsp)
+    x = torch.randn(2, 3, *([5] * nsp), generator=g).bfloat16()
+    w = torch.randn(3, 4, *([3] * nsp), generator=g).bfloat16()
+    b = (torch.randn(4, generator=g) * 8).bfloat16()
+    fn = {1: F.conv_transpose1d, 2: F.conv_transpose2d, 3: F.conv_transpose3d}[nsp]
+    ref = fn(x.float(), w.float(), b.float(), stride=2, padding=1).bfloat16()  # fp32, one rounding
+    got = fn(x.to(neuron), w.to(neuron), b.to(neuron), stride=2, padding=1).cpu()
+    assert torch.equal(got, ref)
+    torch.testing.assert_close(got, fn(x, w, b, stride=2, padding=1), rtol=1.6e-2, atol=1e-3)
+

@@ -230,6 +230,33 @@ def test_sort_backward(neuron):
     torch.testing.assert_close(xd.grad.cpu(), x.grad)
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32, torch.int64, torch.int16])
+def test_sort_unstable_matches_cpu_tie_order(neuron, dtype):
+    # at::sort(stable=False) on the CPU is std::sort: not stable. The order among equal values
+    # decides where sort/msort's backward puts each gradient, so it must be the CPU's.
+    g = torch.Generator().manual_seed(0)
+    x = (torch.randn(20, 400, generator=g) * 3).round().to(dtype)
+    for fn in (lambda a: torch.sort(a), lambda a: torch.sort(a, dim=0),
+               lambda a: torch.sort(a, descending=True), lambda a: torch.msort(a),
+               lambda a: torch.argsort(a, dim=0, descending=True),
+               lambda a: torch.sort(a[:, :1].expand(20, 30), dim=1)):  # stride 0: identity
+        same(fn, x, exact=True)
+    big = torch.randint(0, 9, (40000,), generator=g).to(dtype)  # CPU: radix sort for integers
+    same(lambda a: torch.sort(a), big, exact=True)
+    same(lambda a: torch.sort(a, descending=True), big, exact=True)
+    if dtype.is_floating_point:
+        x = x.clone()
+        x[3, 5:300:7] = float("nan")
+        same(lambda a: torch.sort(a), x, exact=True)
+        same(lambda a: torch.sort(a, descending=True), x, exact=True)
+        xc = torch.randn(40, 200, generator=g).round().to(dtype).requires_grad_()
+        xd = xc.detach().to(neuron).requires_grad_()
+        gy = torch.randn(40, 200, generator=g).to(dtype)
+        torch.msort(xc).backward(gy)
+        torch.msort(xd).backward(gy.to(neuron))
+        assert torch.equal(xd.grad.cpu(), xc.grad)
+
+
 def test_flip_roll(neuron):
     same(lambda a: torch.flip(a, [0, 2]), X, exact=True)
     same(lambda a: torch.flip(a.transpose(0, 1), [-1]), X, exact=True)

@@ -86,6 +86,12 @@ def generate(model: nn.Module, prompt, new_tokens: int) -> list[int]:
     return idx[0, prompt.shape[1]:].tolist()
 
 
+def report_library_ops(calls: dict[str, int]) -> None:
+    """Ops without a lowering of our own, run as PyTorch's CPU kernel on device memory."""
+    print(f"  host library kernels: {sum(calls.values())} calls over {len(calls)} ops"
+          + (f" ({', '.join(sorted(calls)[:6])})" if calls else ""))
+
+
 def main() -> None:
     warnings.simplefilter("ignore")  # the fallback report below lists what the warnings say
     if not (hasattr(torch, "neuron") and torch.neuron.is_available()):
@@ -102,6 +108,7 @@ def main() -> None:
     data = (torch.randn(128, 256), torch.randint(0, 10, (128,)))
     steps = 20
     openneuron.reset_fallback_stats()
+    openneuron.reset_library_stats()
     cpu_losses, cpu_s = mlp_training("cpu", mlp, data, steps)
     neu_losses, neu_s = mlp_training("neuron", mlp, data, steps)
     mlp_fallbacks = openneuron.fallback_stats()
@@ -112,12 +119,14 @@ def main() -> None:
           f"(neuron/cpu = {neu_s / cpu_s:.2f})")
     print(f"  CPU fallbacks: {sum(mlp_fallbacks.values())} calls"
           + (f" ({', '.join(sorted(mlp_fallbacks))})" if mlp_fallbacks else ""))
+    report_library_ops(openneuron.library_stats())
 
     torch.manual_seed(0)
     tf = TinyTransformer()
     tokens = torch.randint(0, 256, (8, 65))
     steps = 10
     openneuron.reset_fallback_stats()
+    openneuron.reset_library_stats()
     cpu_model, cpu_losses, cpu_s = transformer_training("cpu", tf, tokens, steps)
     neu_model, neu_losses, neu_s = transformer_training("neuron", tf, tokens, steps)
     diff = max(abs(a - b) for a, b in zip(cpu_losses, neu_losses))
@@ -137,6 +146,7 @@ def main() -> None:
     print(f"  CPU fallbacks: {sum(fb.values())} calls over {len(fb)} ops")
     for name, n in sorted(fb.items(), key=lambda kv: -kv[1])[:12]:
         print(f"    {name:<45} {n:>6}")
+    report_library_ops(openneuron.library_stats())
 
     cache = openneuron.compile_cache_stats()
     print(f"\nprogram cache: {cache['misses']} compilations ({1e3 * cache['compile_seconds']:.1f} ms "

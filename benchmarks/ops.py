@@ -105,6 +105,34 @@ FAMILIES: dict[str, dict[str, OpSpec]] = {
             lambda dt: [torch.randn(1024, 1024).to(dt), torch.randint(0, 1024, (1024, 1024))],
             lambda x, i: torch.gather(x, 1, i)),
     },
+    "normalization": {
+        "group_norm 8x64x56x56 g32": (_r(8, 64, 56, 56), lambda x: F.group_norm(x, 32)),
+        "batch_norm train 8x64x56x56": (
+            _r(8, 64, 56, 56), lambda x: F.batch_norm(x, None, None, training=True)),
+    },
+    "pooling and upsampling": {
+        "max_pool2d 8x64x56x56 k3s2": (_r(8, 64, 56, 56),
+                                       lambda x: F.max_pool2d(x, 3, 2, padding=1)),
+        "upsample bilinear x2 8x64x56x56": (
+            _r(8, 64, 56, 56),
+            lambda x: F.interpolate(x, scale_factor=2, mode="bilinear", align_corners=False)),
+    },
+    "data movement": {
+        "cat 2x1M dim 0": (_rr((1024, 1024), (1024, 1024)), lambda a, b: torch.cat([a, b])),
+        "flip 1M": (_r(1024, 1024), lambda x: torch.flip(x, [1])),
+        "triu 1024x1024": (_r(1024, 1024), torch.triu),
+        "transpose contiguous 1M": (_r(1024, 1024), lambda x: x.t().contiguous()),
+    },
+    "loss": {
+        "smooth_l1 1M": (_rr((1024, 1024), (1024, 1024)), F.smooth_l1_loss),
+        "mse 1M": (_rr((1024, 1024), (1024, 1024)), F.mse_loss),
+        "cross_entropy 4096x1000": (
+            lambda dt: [torch.randn(4096, 1000).to(dt), torch.randint(0, 1000, (4096,))],
+            F.cross_entropy),
+    },
+    "random": {
+        "dropout 1M": (_r(1024, 1024), lambda x: F.dropout(x, 0.1, training=True)),
+    },
     "optimizer": {
         "AdamW foreach 4x1M": (_adamw_inputs, _adamw),
     },

@@ -90,9 +90,9 @@ struct Alias {
 // The arguments of one call, rewritten to host aliases.
 class AliasedCall {
  public:
-  // False when some argument rules out running in place.
   explicit AliasedCall(const std::string& op_name) : op_name_(op_name) {}
 
+  // Rewrites the arguments in place; false when one rules out running in place.
   bool alias_arguments(const c10::FunctionSchema& schema, torch::jit::Stack* stack, size_t first) {
     std::vector<size_t> generators;
     for (size_t i = 0; i < schema.arguments().size(); ++i) {

@@ -44,14 +44,7 @@ struct Key {
   int64_t src[5], wei[6], dst[5], stride[3], pad_l[3], pad_r[3], dil[3];
   bool operator==(const Key& o) const { return std::memcmp(this, &o, sizeof(Key)) == 0; }
 };
-struct KeyHash {
-  size_t operator()(const Key& k) const {
-    const auto* p = reinterpret_cast<const unsigned char*>(&k);
-    uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < sizeof(Key); ++i) h = (h ^ p[i]) * 1099511628211ull;
-    return h;
-  }
-};
+using KeyHash = BytesHash<Key>;
 
 // One operand: the caller's plain memory and, when the primitive wants another
 // layout, a memory in that layout and the reorder between them.

@@ -23,14 +23,7 @@ struct Key {
   int64_t st[9];
   bool operator==(const Key& o) const { return std::memcmp(this, &o, sizeof(Key)) == 0; }
 };
-struct KeyHash {
-  size_t operator()(const Key& k) const {
-    const auto* p = reinterpret_cast<const unsigned char*>(&k);
-    uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < sizeof(Key); ++i) h = (h ^ p[i]) * 1099511628211ull;
-    return h;
-  }
-};
+using KeyHash = BytesHash<Key>;
 
 struct Prim {
   dnnl_primitive_t prim = nullptr;

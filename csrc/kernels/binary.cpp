@@ -68,8 +68,19 @@ template <class C> C powi(C a, C b) {
 template <class C> struct PowF {
   C alpha; Ctx ctx;
   ON_INLINE C operator()(C a, C b) const {
-    if constexpr (std::is_floating_point_v<C>) return std::pow(a, b);
-    else return powi(a, b);
+    if constexpr (std::is_floating_point_v<C>) {
+      // The CPU's pow by a scalar takes these shortcuts (its pow_tensor_scalar kernel);
+      // taking them too gives its results bit for bit, not one rounding apart.
+      if (b == C(2)) return a * a;
+      if (b == C(0.5)) return std::sqrt(a);
+      if (b == C(-0.5)) return C(1) / std::sqrt(a);
+      if (b == C(-1)) return C(1) / a;
+      if (b == C(3)) return a * a * a;
+      if (b == C(-2)) return C(1) / (a * a);
+      return std::pow(a, b);
+    } else {
+      return powi(a, b);
+    }
   }
 };
 template <class C> struct RemainderF {

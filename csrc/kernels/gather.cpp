@@ -52,6 +52,40 @@ void copy_strided(const TensorType& dt, char* dst, const TensorType& st, const c
 
 // ------------------------------------------------------------ scatter family
 
+// Float accumulators for the destinations one scatter line touches, loaded on first
+// touch and rounded back by flush(): O(touches) per line, whatever the target size.
+template <class T>
+class WideAccumulator {
+ public:
+  explicit WideAccumulator(int64_t size) : value_(size), seen_(size, 0) {}
+  void bind(T* base, int64_t stride) {
+    base_ = base;
+    stride_ = stride;
+  }
+  float& at(int64_t i) {
+    if (!seen_[i]) {
+      seen_[i] = 1;
+      value_[i] = static_cast<float>(load(base_ + i * stride_));
+      touched_.push_back(i);
+    }
+    return value_[i];
+  }
+  void flush() {
+    for (const int64_t i : touched_) {
+      store(base_ + i * stride_, value_[i]);
+      seen_[i] = 0;
+    }
+    touched_.clear();
+  }
+
+ private:
+  std::vector<float> value_;
+  std::vector<char> seen_;
+  std::vector<int64_t> touched_;
+  T* base_ = nullptr;
+  int64_t stride_ = 0;
+};
+
 // One gather line: indices checked first (a branch-free pass), then copied
 // without per-element checks so the copy vectorises (AVX-512 gathers when the
 // line is contiguous). Elements are copied as bits, like PyTorch's gather.
@@ -119,12 +153,20 @@ int scatter_entry(const void* params, const onrt_arg* args, char* err, size_t er
   const bool needs_count = op == ScatterOp::ScatterMean ||
                            (!p.include_self && (op == ScatterOp::ScatterProd || op == ScatterOp::ScatterAmax ||
                                                 op == ScatterOp::ScatterAmin || op == ScatterOp::ScatterAdd));
+  // Sums and products in bfloat16/float16 accumulate in float and round once per
+  // destination element, as the CPU's scatter_add, scatter_reduce and index_add_ (over
+  // slices) do: bit-equal to the CPU there, and more accurate than rounding per addition.
+  constexpr bool kWideAcc = !std::is_same_v<T, C> && std::is_floating_point_v<C>;
+  const bool wide = kWideAcc && (op == ScatterOp::IndexAdd || op == ScatterOp::ScatterAdd ||
+                                 op == ScatterOp::ScatterMean || op == ScatterOp::ScatterProd);
   auto body = [&](int64_t b, int64_t e) {
     std::vector<int64_t> cnt;
     if (needs_count) cnt.resize(tsize);
+    WideAccumulator<T> acc(wide ? tsize : 0);
     for (int64_t t = b; t < e; ++t) {
       int64_t o[4];
       w.offsets(t, o, 4);
+      acc.bind(out + o[2], osd);
       if (needs_count) std::fill(cnt.begin(), cnt.end(), p.include_self ? 1 : 0);
       if (op == ScatterOp::Gather) {
         const bool line_ok =
@@ -149,6 +191,18 @@ int scatter_entry(const void* params, const onrt_arg* args, char* err, size_t er
         }
         const C s = src ? load(src + o[1] + j * ssd) : value;
         T* dst = out + o[2] + idx * osd;
+        if constexpr (kWideAcc) {
+          if (wide) {
+            const bool first = needs_count && cnt[idx] == 0;
+            if (needs_count) ++cnt[idx];
+            float& a = acc.at(idx);
+            if (first) a = s;
+            else if (op == ScatterOp::IndexAdd) a += value * s;
+            else if (op == ScatterOp::ScatterProd) a *= s;
+            else a += s;
+            continue;
+          }
+        }
         switch (op) {
           case ScatterOp::Scatter:
           case ScatterOp::IndexCopy: store(dst, s); break;
@@ -176,6 +230,7 @@ int scatter_entry(const void* params, const onrt_arg* args, char* err, size_t er
           }
         }
       }
+      if constexpr (kWideAcc) acc.flush();
       if (op == ScatterOp::ScatterMean) {
         for (int64_t q = 0; q < tsize; ++q) {
           if (cnt[q] <= 1) continue;

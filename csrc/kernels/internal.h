@@ -68,6 +68,14 @@ ON_INLINE void store(T* p, compute_t<T> v) {
   else *p = v;
 }
 
+// v rounded to storage type T and back: an intermediate kept in T, as a CPU kernel does.
+template <class T>
+ON_INLINE compute_t<T> round_to(compute_t<T> v) {
+  T t;
+  store(&t, v);
+  return load(&t);
+}
+
 // Value conversion between compute types (and double, for scalars) with
 // c10::convert's semantics: to bool is != 0, float to uint8 goes through int64.
 template <class To, class From>

@@ -1,6 +1,7 @@
 // Softmax, log-softmax and their backward over any dim (PyTorch's
-// SoftMaxKernel.cpp formulas). Each row is gathered into float scratch, so
-// strided dims and half types share one code path; sums accumulate in double.
+// SoftMaxKernel.cpp formulas and roundings). Each row is gathered into float
+// scratch, so strided dims and half types share one code path; sums
+// accumulate in double.
 #include <limits>
 #include <vector>
 
@@ -71,6 +72,7 @@ int softmax_entry(const void* params, const onrt_arg* args, char*, size_t) {
     it.st[2][it.n] = p.out.type.strides[d];
     ++it.n;
   }
+  const bool last_dim = t0.ndim == 0 || dim == t0.ndim - 1;
   const int64_t rows = numel / D;
   auto body = [&](int64_t b, int64_t e) {
     std::vector<float> a(D), g(D);
@@ -97,9 +99,15 @@ int softmax_entry(const void* params, const onrt_arg* args, char*, size_t) {
         } else {
           for (int64_t j = 0; j < D; ++j) g[j] = vexp(a[j] - mx);
           sum = lane_sum8(g.data(), D);
-          // In double: x - (max + log(sum)) cancels when x is near the max.
-          const double shift = static_cast<double>(mx) + std::log(sum);
-          for (int64_t j = 0; j < D; ++j) store_cvt(ro + j * so, static_cast<double>(a[j]) - shift);
+          // (x - max) - log(sum), in this order: x - (max + log(sum)) cancels when x is
+          // near the max. Over the last dim in bfloat16/float16 the CPU rounds the sum and
+          // its log to the input type first (its lastdim kernel keeps them in input-typed
+          // buffers); doing the same gives its results bit for bit.
+          float lse = std::log(static_cast<float>(sum));
+          if constexpr (!std::is_same_v<In, float> && std::is_same_v<In, Out>) {
+            if (last_dim) lse = round_to<In>(std::log(round_to<In>(static_cast<float>(sum))));
+          }
+          for (int64_t j = 0; j < D; ++j) store_cvt(ro + j * so, (a[j] - mx) - lse);
         }
       } else {
         // a = grad_out, g = forward output.

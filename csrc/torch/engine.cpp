@@ -62,9 +62,13 @@ Operand int_operand(int64_t v) {
   return o;
 }
 Operand none_operand() { return Operand{compiler::ValueType::none()}; }
+double real_scalar(const c10::Scalar& s) {
+  TORCH_CHECK_NOT_IMPLEMENTED(!s.isComplex(), "neuron engines take real scalars, got ", s);
+  return s.toDouble();
+}
 Operand scalar_operand(const c10::Scalar& s, c10::ScalarType compute) {
   if (c10::isIntegralType(compute, /*includeBool=*/true)) return int_operand(s.toLong());
-  return float_operand(s.toDouble());
+  return float_operand(real_scalar(s));
 }
 
 void launch(compiler::Op op, std::initializer_list<Operand> inputs,

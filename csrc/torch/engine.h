@@ -29,6 +29,9 @@ Operand tensor_operand(const at::Tensor& t);  // t must be on the device
 Operand float_operand(double v);
 Operand int_operand(int64_t v);
 Operand none_operand();
+// A real Scalar's value. A complex one declines the call (c10::NotImplementedError: the
+// engines take real scalars), so the op runs through the host library or the fallback.
+double real_scalar(const c10::Scalar& s);
 // A Scalar in the kind matching `compute` (integral types take int operands).
 Operand scalar_operand(const c10::Scalar& s, c10::ScalarType compute);
 

@@ -576,7 +576,7 @@ at::Tensor neuron_addmm(const at::Tensor& bias, const at::Tensor& a, const at::T
   if (out.numel() == 0) return out;
   launch(Op::Addmm,
          {elementwise_operand(bias, a.scalar_type(), shape), tensor_operand(a), tensor_operand(b),
-          float_operand(beta.toDouble()), float_operand(alpha.toDouble())},
+          float_operand(real_scalar(beta)), float_operand(real_scalar(alpha))},
          {tensor_operand(out)});
   return out;
 }

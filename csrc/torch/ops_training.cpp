@@ -383,7 +383,7 @@ Arg list_arg(at::TensorList l) { return Arg{l, {}, -1}; }
 Arg shared_arg(ValueId v) { return Arg{{}, {}, v}; }
 Arg scalars_arg(ProgramBuilder& pb, at::ArrayRef<at::Scalar> s) {
   Arg a;
-  for (const at::Scalar& x : s) a.per_index.push_back(pb.input(float_operand(x.toDouble())));
+  for (const at::Scalar& x : s) a.per_index.push_back(pb.input(float_operand(real_scalar(x))));
   return a;
 }
 
@@ -397,13 +397,13 @@ void bin_list_into(at::TensorList outs, at::TensorList self, at::TensorList othe
                    const at::Scalar& alpha) {
   ProgramBuilder pb;
   std::vector<Arg> args{list_arg(self), list_arg(other)};
-  if (kHasAlpha<kOp>) args.push_back(shared_arg(pb.input(float_operand(alpha.toDouble()))));
+  if (kHasAlpha<kOp>) args.push_back(shared_arg(pb.input(float_operand(real_scalar(alpha)))));
   foreach_run(kOp, outs, std::move(args), {}, pb);
 }
 template <Op kOp>
 void bin_scalar_into(at::TensorList outs, at::TensorList self, const at::Scalar& s) {
   ProgramBuilder pb;
-  std::vector<Arg> args{list_arg(self), shared_arg(pb.input(float_operand(s.toDouble())))};
+  std::vector<Arg> args{list_arg(self), shared_arg(pb.input(float_operand(real_scalar(s))))};
   if (kHasAlpha<kOp>) args.push_back(shared_arg(pb.input(float_operand(1.0))));
   foreach_run(kOp, outs, std::move(args), {}, pb);
 }
@@ -431,7 +431,7 @@ void bin_tensor_into(at::TensorList outs, at::TensorList self, const at::Tensor&
     b = list_arg(expanded);
   }
   std::vector<Arg> args{list_arg(self), b};
-  if (kHasAlpha<kOp>) args.push_back(shared_arg(pb.input(float_operand(alpha.toDouble()))));
+  if (kHasAlpha<kOp>) args.push_back(shared_arg(pb.input(float_operand(real_scalar(alpha)))));
   foreach_run(kOp, outs, std::move(args), {}, pb);
 }
 
@@ -615,7 +615,7 @@ template <Op kOp>
 void addc_into(at::TensorList outs, at::TensorList self, at::TensorList t1, at::TensorList t2,
                const std::optional<at::Scalar>& s, at::ArrayRef<at::Scalar> sl) {
   ProgramBuilder pb;
-  Arg v = s.has_value() ? shared_arg(pb.input(float_operand(s->toDouble()))) : scalars_arg(pb, sl);
+  Arg v = s.has_value() ? shared_arg(pb.input(float_operand(real_scalar(*s)))) : scalars_arg(pb, sl);
   foreach_run(kOp, outs, {list_arg(self), list_arg(t1), list_arg(t2), v}, {}, pb);
 }
 
@@ -690,7 +690,7 @@ std::vector<at::Tensor> fe_lerp_scalar(at::TensorList self, at::TensorList end, 
     return at::native::foreach_tensor_lerp_list_kernel_slow(self, end, w);
   auto out = empty_like_list(self);
   ProgramBuilder pb;
-  const ValueId wv = pb.input(float_operand(w.toDouble()));
+  const ValueId wv = pb.input(float_operand(real_scalar(w)));
   foreach_run(Op::Lerp, out, {list_arg(self), list_arg(end), shared_arg(wv)}, {}, pb);
   return out;
 }
@@ -698,7 +698,7 @@ void fe_lerp_scalar_(at::TensorList self, at::TensorList end, const at::Scalar& 
   if (!foreach_fast({self, end}, true) || !scalar_ok(w))
     return at::native::foreach_tensor_lerp_list_kernel_slow_(self, end, w);
   ProgramBuilder pb;
-  const ValueId wv = pb.input(float_operand(w.toDouble()));
+  const ValueId wv = pb.input(float_operand(real_scalar(w)));
   foreach_run(Op::Lerp, self, {list_arg(self), list_arg(end), shared_arg(wv)}, {}, pb);
 }
 std::vector<at::Tensor> fe_lerp_scalarlist(at::TensorList self, at::TensorList end,

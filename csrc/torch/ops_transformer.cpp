@@ -992,7 +992,7 @@ Tensor& isin_st_out(const at::Scalar& el, const Tensor& test, bool, bool invert,
   const auto compute = at::result_type(el, test);
   at::native::resize_output(out, {});
   Tensor e = empty_device({}, compute, test.device());
-  fill_scalar_device(e, el.toDouble());
+  fill_scalar_device(e, real_scalar(el));
   Tensor t = to_dtype_on_device(test, compute);
   if (test.numel() == 0) {
     fill_scalar_device(out, invert ? 1 : 0);

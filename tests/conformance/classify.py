@@ -751,8 +751,16 @@ def _at_least_as_accurate(op, sample, dtype, actual, expected, atol, rtol,
 
 
 def _no_less_accurate(actual, expected, precise, atol, rtol) -> bool:
-    """Element by element: neuron's error against `precise` is within the tolerance, or no
-    larger than the CPU kernel's (plus atol)."""
+    """Is neuron's result at least as close to `precise` (a float64 computation) as the CPU
+    kernel's? Per tensor, either element by element (each element within the tolerance of
+    `precise`, or no farther from it than the CPU's, plus atol), or in aggregate the way
+    PyTorch's own reference tests judge it (test_ops.py, _ref_test_helper: the summed
+    absolute error is no larger than the CPU kernel's) with no element farther from
+    `precise` than the CPU's worst element, plus atol. The aggregate path is what accepts
+    a result whose intermediates round differently from the CPU kernel's (the CPU's
+    bfloat16 log_softmax rounds the row's log-sum-exp to bfloat16 before subtracting it;
+    neuron keeps it in float32): the two then differ by a few units in the last place on
+    the odd element, in either direction, while neuron is closer overall."""
     a_leaves, _ = tree_flatten(actual)
     e_leaves, _ = tree_flatten(expected)
     p_leaves, _ = tree_flatten(precise)
@@ -774,8 +782,20 @@ def _no_less_accurate(actual, expected, precise, atol, rtol) -> bool:
         err_a = (a64 - p64).abs()
         err_e = (e64 - p64).abs()
         close = torch.isclose(a64, p64, atol=atol_, rtol=rtol_, equal_nan=True)
-        ok = close | (err_a <= err_e + atol_) | (a64.isnan() & e64.isnan())
-        if not bool(ok.all()):
+        nan_both = a64.isnan() & e64.isnan()
+        if bool((torch.isclose(a64, e64, atol=atol_, rtol=rtol_) | nan_both).all()):
+            continue  # this tensor matches the CPU kernel's: nothing to judge
+        ok = close | (err_a <= err_e + atol_) | nan_both
+        if bool(ok.all()):
+            continue
+        if bool((a64.isnan() & ~nan_both).any()):
+            return False  # a NaN the CPU kernel does not produce is never accepted
+        both = ~(e64.isnan() | p64.isnan())
+        ea, ee = err_a[both], err_e[both]
+        if ea.numel() == 0 or not bool(torch.isfinite(ea).all()):
+            return False
+        if not (float(ea.sum()) <= float(ee.sum())
+                and float(ea.max()) <= float(ee.max()) + atol_):
             return False
     return True
 

@@ -323,3 +323,42 @@ def test_histc(neuron, dtype):
     y = torch.randn(300)
     same(lambda a: torch.histc(a, bins=10, min=-1, max=1), y, exact=True)
     same(lambda a: torch.histc(a, bins=5), y, exact=True)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_scatter_sums_in_half_types_round_once_like_the_cpu(neuron, dtype):
+    # The CPU accumulates these in float and rounds each destination once; rounding per
+    # addition drifts a unit in the last place on many elements with repeated indices.
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(4, 33, generator=g).to(dtype)
+    src = torch.randn(64, 33, generator=g).to(dtype)
+    idx = torch.randint(0, 4, (64, 33), generator=g)
+    same(lambda a, i, s: a.clone().scatter_add_(0, i, s), x, idx, src, exact=True)
+    for reduce in ("sum", "mean", "prod"):
+        for include_self in (True, False):
+            same(lambda a, i, s: a.clone().scatter_reduce_(0, i, s, reduce, include_self=include_self),
+                 x, idx, src, exact=True)
+    same(lambda a, i, s: a.clone().index_add_(0, i, s), x, idx[:, 0], src, exact=True)
+    same(lambda a, i, s: a.clone().index_add_(1, i, s), x.t().contiguous(), idx[:, 0],
+         src.t().contiguous(), exact=True)
+
+
+@pytest.mark.parametrize("exponent", [2, 3, 0.5, -0.5, -1, -2, 1.7])
+def test_pow_by_scalar_takes_the_cpus_shortcuts(neuron, exponent):
+    # pow by 2, 3, -0.5, -1, -2 is computed as the CPU computes it (x*x, x*x*x, 1/sqrt(x),
+    # ...) and equals it bit for bit. By 0.5 both take the square root, but the CPU's float32
+    # sqrt is not correctly rounded (about 0.7% of values a unit off) while neuron's is.
+    x = torch.rand(4096, generator=torch.Generator().manual_seed(1)) * 10 + 0.01
+    same(lambda a: a.pow(exponent), x, exact=exponent in (2, 3, -0.5, -1, -2))
+    same(lambda a: a.pow(exponent), x, rtol=1.3e-6, atol=0)
+    same(lambda a: a.pow(torch.full_like(a, exponent)), x, rtol=1.3e-6, atol=0)
+
+
+def test_complex_scalars_run_natively_through_the_host_library(neuron):
+    a = torch.randn(3, 4, dtype=torch.complex64)
+    b = torch.randn(4, 5, dtype=torch.complex64)
+    c = torch.randn(3, 5, dtype=torch.complex64)
+    same(lambda c, a, b: torch.addmm(c, a, b, beta=1 - 2j, alpha=0.5 + 1j), c, a, b)
+    same(lambda a: torch.full_like(a, 2 - 3j), a, exact=True)
+    same(lambda a, b: torch._foreach_add([a, b], 1 + 1j), a, b.t().contiguous(), exact=True)
+    same(lambda a: torch.lerp(a, a * 2, 0.25 + 0.5j), a)

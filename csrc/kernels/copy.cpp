@@ -10,16 +10,10 @@ struct Identity {
   C operator()(C v) const { return v; }
 };
 
-template <size_t S> struct raw;
-template <> struct raw<1> { using type = uint8_t; };
-template <> struct raw<2> { using type = uint16_t; };
-template <> struct raw<4> { using type = uint32_t; };
-template <> struct raw<8> { using type = uint64_t; };
-
 // Same dtype: move bits (NaN payloads of narrow floats survive).
 template <size_t S>
 int copy_raw(const void* params, const onrt_arg* args, char*, size_t) {
-  using U = typename raw<S>::type;
+  using U = typename raw_bits<S>::type;
   const auto& p = *static_cast<const ElementwiseParams*>(params);
   const LoopPlan& pl = p.plan;
   if (pl.numel <= 0) return 0;

@@ -315,18 +315,36 @@ int index_entry(const void* params, const onrt_arg* args, char* err, size_t errl
   }
   constexpr int64_t s = static_cast<int64_t>(S);
   if (!p.put) {
+    using U = typename raw_bits<S>::type;
+    // Runs of one pre position at a time: its offsets are computed once per run,
+    // and single elements (npost == 1: flip, x[..., idx]) move as typed words.
     auto body = [&](int64_t b, int64_t e) {
-      for (int64_t t = b; t < e; ++t) {
-        const int64_t c = t % count;
+      for (int64_t t = b; t < e;) {
+        const int64_t r = t / count;
+        const int64_t c0 = t % count, c1 = std::min(count, c0 + (e - t));
         int64_t o[2];
-        pre.offsets(t / count, o, 2);
-        const char* src = selfp + (o[0] + coff[c]) * s;
-        char* dst = vp + (o[1] + c * vcs) * s;
-        if (dense) {
-          std::memcpy(dst, src, npost * S);
+        pre.offsets(r, o, 2);
+        const char* src0 = selfp + o[0] * s;
+        char* dst0 = vp + o[1] * s;
+        if (npost == 1) {
+          const int64_t vs = vcs * s, s0 = so[0] * s, v0 = vo[0] * s;
+          for (int64_t c = c0; c < c1; ++c) {
+            U v;
+            std::memcpy(&v, src0 + coff[c] * s + s0, S);
+            std::memcpy(dst0 + c * vs + v0, &v, S);
+          }
         } else {
-          for (int64_t q = 0; q < npost; ++q) std::memcpy(dst + vo[q] * s, src + so[q] * s, S);
+          for (int64_t c = c0; c < c1; ++c) {
+            const char* src = src0 + coff[c] * s;
+            char* dst = dst0 + c * vcs * s;
+            if (dense) {
+              std::memcpy(dst, src, npost * S);
+            } else {
+              for (int64_t q = 0; q < npost; ++q) std::memcpy(dst + vo[q] * s, src + so[q] * s, S);
+            }
+          }
         }
+        t += c1 - c0;
       }
     };
     parallel_for(npre * count, std::max<int64_t>(1, kGrain / npost), body);

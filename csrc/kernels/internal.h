@@ -68,6 +68,13 @@ ON_INLINE void store(T* p, compute_t<T> v) {
   else *p = v;
 }
 
+// An unsigned word of S bytes: elements moved as bits.
+template <size_t S> struct raw_bits;
+template <> struct raw_bits<1> { using type = uint8_t; };
+template <> struct raw_bits<2> { using type = uint16_t; };
+template <> struct raw_bits<4> { using type = uint32_t; };
+template <> struct raw_bits<8> { using type = uint64_t; };
+
 // v rounded to storage type T and back: an intermediate kept in T, as a CPU kernel does.
 template <class T>
 ON_INLINE compute_t<T> round_to(compute_t<T> v) {

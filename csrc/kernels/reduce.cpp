@@ -44,8 +44,13 @@ struct Combine {
 
 template <ReduceOp R, class In>
 struct Reducer {
-  using A = acc_t<In>;
+  // max/min are exact in the input's compute type; sums of floats go through
+  // double (see kFloatBlocks).
+  using A = std::conditional_t<R == ReduceOp::Amax || R == ReduceOp::Amin, compute_t<In>, acc_t<In>>;
   using Cmb = Combine<R, A>;
+  // Float sums add blocks of 8 values in float before each double addition.
+  static constexpr bool kFloatBlocks =
+      std::is_same_v<compute_t<In>, float> && (R == ReduceOp::Sum || R == ReduceOp::Mean);
 
   static A ld(const In* p) { return static_cast<A>(load(p)); }
 
@@ -58,16 +63,20 @@ struct Reducer {
       A lanes[L];
       for (int l = 0; l < L; ++l) lanes[l] = Cmb::init();
       int64_t j = 0;
-      if constexpr (is_narrow_v<In> && (R == ReduceOp::Sum || R == ReduceOp::Mean)) {
-        // Half types: each lane first adds 8 values in float (within 2^-21
-        // relative of exact, far below a half type's own rounding), so the
-        // double work, the bottleneck, drops eightfold.
-        constexpr int B = 8;
-        for (; j + L * B <= n; j += L * B) {
-          float f[L] = {};
+      if constexpr (kFloatBlocks) {
+        // Each lane first adds 8 values in float (within 2^-21 relative of
+        // exact: far below a half type's own rounding, and below the float32
+        // tolerance of PyTorch's own cascade sum), so the double work, the
+        // bottleneck, drops eightfold.
+        // 64 float lanes: four independent 512-bit add chains, so the adds
+        // run at load speed instead of waiting on each other's latency.
+        constexpr int B = 8, FL = 64;
+        for (; j + FL * B <= n; j += FL * B) {
+          float f[FL] = {};
           for (int b = 0; b < B; ++b)
-            for (int l = 0; l < L; ++l) f[l] += load(p + j + b * L + l);
-          for (int l = 0; l < L; ++l) lanes[l] += f[l];
+            for (int l = 0; l < FL; ++l) f[l] += load(p + j + b * FL + l);
+          for (int q = 0; q < FL; q += L)
+            for (int l = 0; l < L; ++l) lanes[l] += f[q + l];
         }
       }
       for (; j + L <= n; j += L)
@@ -207,6 +216,7 @@ int reduce_entry(const void* params, const onrt_arg* args, char*, size_t) {
   for (int d = 1; d < kd.n; ++d) outer *= kd.size[d];
   auto body = [&](int64_t b, int64_t e) {
     A acc[kColBlock];
+    float facc[kColBlock] = {};
     for (int64_t t = b; t < e; ++t) {
       const int64_t blk = t % blocks0;
       int64_t rem = t / blocks0, ioff = 0, ooff = 0;
@@ -223,7 +233,20 @@ int reduce_entry(const void* params, const onrt_arg* args, char*, size_t) {
       int64_t idx[kMaxDims] = {};
       const In* rp = base;
       for (int64_t r = 0; r < rd.numel; ++r) {
-        if (ks == 1) {
+        if constexpr (Red::kFloatBlocks) {
+          // Rows in blocks of 8 added in float, each block into double (as in row()).
+          if (ks == 1) {
+            for (int64_t j = 0; j < nj; ++j) facc[j] += load(rp + j);
+          } else {
+            for (int64_t j = 0; j < nj; ++j) facc[j] += load(rp + j * ks);
+          }
+          if ((r & 7) == 7 || r + 1 == rd.numel) {
+            for (int64_t j = 0; j < nj; ++j) {
+              acc[j] += facc[j];
+              facc[j] = 0.0f;
+            }
+          }
+        } else if (ks == 1) {
           for (int64_t j = 0; j < nj; ++j) acc[j] = Red::Cmb::apply(acc[j], Red::ld(rp + j));
         } else {
           for (int64_t j = 0; j < nj; ++j) acc[j] = Red::Cmb::apply(acc[j], Red::ld(rp + j * ks));

@@ -2,7 +2,9 @@
 // time. A region that finds the pool busy (another core's worker is using it)
 // or starts inside a worker runs inline, so callers never wait on each other
 // and nested regions never deadlock.
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdlib>
 #include <mutex>
@@ -37,43 +39,85 @@ class Pool {
   bool try_run(int64_t n, int64_t chunks, RangeFn fn, int want) {
     std::unique_lock<std::mutex> region(region_mu_, std::try_to_lock);
     if (!region.owns_lock()) return false;
+    want = std::min(want, kMaxSeats);
     ensure_workers(want - 1);
+    // Seat s owns chunks [s * chunks / want, (s + 1) * chunks / want): the same
+    // chunk goes to the same seat on every call, so a tensor processed again
+    // is found in the cache of the core that touched it last (OpenMP's static
+    // schedule does the same for PyTorch). A seat that runs out steals.
+    for (int st = 0; st < want; ++st) {
+      seat_[st].next.store(st * chunks / want, std::memory_order_relaxed);
+      seat_[st].end = (st + 1) * chunks / want;
+    }
+    bool wake;
     {
       std::lock_guard<std::mutex> lk(mu_);
       fn_ = &fn;
       n_ = n;
       chunks_ = chunks;
-      next_.store(0, std::memory_order_relaxed);
-      pending_ = chunks;
+      want_ = want;
+      pending_.store(chunks, std::memory_order_relaxed);
       seats_ = want - 1;
-      ++generation_;
+      generation_.fetch_add(1, std::memory_order_release);
+      wake = sleepers_ > 0;  // spinning workers see the new generation by themselves
     }
-    cv_.notify_all();
-    work(fn, n, chunks);
+    if (wake) cv_.notify_all();
+    work(fn, n, chunks, 0, want);
+    // Workers usually finish within microseconds of the caller: spin before sleeping.
+    auto finished = [&] {
+      return pending_.load(std::memory_order_acquire) == 0 && busy_.load(std::memory_order_acquire) == 0;
+    };
+    spin_until(finished);
+    // Seats are taken under mu_: seeing the region finished while holding it, and
+    // closing it before letting go, keeps a late worker out of the next region.
     std::unique_lock<std::mutex> lk(mu_);
-    done_cv_.wait(lk, [&] { return pending_ == 0 && busy_ == 0; });
-    // Workers that wake late must not join a finished region.
+    done_cv_.wait(lk, finished);
     seats_ = 0;
     fn_ = nullptr;
     return true;
   }
 
  private:
-  void work(RangeFn fn, int64_t n, int64_t chunks) {
+  static constexpr int kMaxSeats = 256;
+  // About 50 us: longer than the gap between back-to-back kernels, short
+  // enough that an idle pool stops spinning at once. After a short busy spin
+  // the spinner yields, so a thread with work (the Python thread issuing the
+  // next op, PyTorch's own pool) gets the core whenever it wants it.
+  static constexpr auto kSpin = std::chrono::microseconds(50);
+
+  template <class Pred>
+  static bool spin_until(Pred&& pred) {
+    const auto limit = std::chrono::steady_clock::now() + kSpin;
+    for (int i = 0;; ++i) {
+      if (pred()) return true;
+      if (i < 64) {
+#if defined(__x86_64__)
+        __builtin_ia32_pause();
+#endif
+        continue;
+      }
+      std::this_thread::yield();
+      if (std::chrono::steady_clock::now() > limit) return false;
+    }
+  }
+
+  void work(RangeFn fn, int64_t n, int64_t chunks, int seat, int want) {
     const bool was = t_in_region;
     t_in_region = true;
     int64_t done = 0;
-    for (;;) {
-      const int64_t c = next_.fetch_add(1, std::memory_order_relaxed);
-      if (c >= chunks) break;
-      fn(c * n / chunks, (c + 1) * n / chunks);
-      ++done;
+    for (int k = 0; k < want; ++k) {  // own range first, then the others'
+      Seat& st = seat_[(seat + k) % want];
+      for (;;) {
+        const int64_t c = st.next.fetch_add(1, std::memory_order_relaxed);
+        if (c >= st.end) break;
+        fn(c * n / chunks, (c + 1) * n / chunks);
+        ++done;
+      }
     }
     t_in_region = was;
-    if (done) {
-      std::lock_guard<std::mutex> lk(mu_);
-      pending_ -= done;
-      if (pending_ == 0) done_cv_.notify_all();
+    if (done && pending_.fetch_sub(done, std::memory_order_acq_rel) == done) {
+      std::lock_guard<std::mutex> lk(mu_);  // pairs with the caller's done_cv_ wait
+      done_cv_.notify_all();
     }
   }
 
@@ -86,33 +130,47 @@ class Pool {
 
   void worker_main() {
     uint64_t seen = 0;
-    std::unique_lock<std::mutex> lk(mu_);
     for (;;) {
-      cv_.wait(lk, [&] { return generation_ != seen; });
-      seen = generation_;
+      spin_until([&] { return generation_.load(std::memory_order_acquire) != seen; });
+      std::unique_lock<std::mutex> lk(mu_);
+      ++sleepers_;
+      cv_.wait(lk, [&] { return generation_.load(std::memory_order_relaxed) != seen; });
+      --sleepers_;
+      seen = generation_.load(std::memory_order_relaxed);
       if (seats_ <= 0 || fn_ == nullptr) continue;
+      const int seat = want_ - seats_;
       --seats_;
-      ++busy_;
+      busy_.fetch_add(1, std::memory_order_relaxed);
       RangeFn fn = *fn_;
       const int64_t n = n_, chunks = chunks_;
+      const int want = want_;
       lk.unlock();
-      work(fn, n, chunks);
-      lk.lock();
-      if (--busy_ == 0) done_cv_.notify_all();
+      work(fn, n, chunks, seat, want);
+      if (busy_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+        std::lock_guard<std::mutex> g(mu_);
+        done_cv_.notify_all();
+      }
     }
   }
+
+  struct alignas(64) Seat {
+    std::atomic<int64_t> next{0};
+    int64_t end = 0;
+  };
 
   std::mutex region_mu_;
   std::mutex mu_;
   std::condition_variable cv_, done_cv_;
   std::vector<std::thread> workers_;
+  Seat seat_[kMaxSeats];
   const RangeFn* fn_ = nullptr;
   int64_t n_ = 0, chunks_ = 0;
-  std::atomic<int64_t> next_{0};
-  int64_t pending_ = 0;
+  std::atomic<int64_t> pending_{0};
+  std::atomic<int> busy_{0};
+  int want_ = 0;
   int seats_ = 0;
-  int busy_ = 0;
-  uint64_t generation_ = 0;
+  int sleepers_ = 0;  // guarded by mu_
+  std::atomic<uint64_t> generation_{0};
 };
 
 Pool& pool() {

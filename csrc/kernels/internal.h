@@ -454,6 +454,18 @@ struct OffsetWalk {
 inline double lane_sum8(const float* x, int64_t n) {
   double l[8] = {};
   int64_t j = 0;
+  // Long rows: 64 float lanes first add blocks of 8 values each (within 2^-21
+  // relative of exact), then go into the double lanes. 64 lanes are several
+  // independent vector add chains, so the loop runs at load speed instead of
+  // waiting on one chain's latency.
+  constexpr int FL = 64, B = 8;
+  for (; j + FL * B <= n; j += FL * B) {
+    float f[FL] = {};
+    for (int b = 0; b < B; ++b)
+      for (int k = 0; k < FL; ++k) f[k] += x[j + b * FL + k];
+    for (int q = 0; q < FL; q += 8)
+      for (int k = 0; k < 8; ++k) l[k] += f[q + k];
+  }
   for (; j + 8 <= n; j += 8)
     for (int k = 0; k < 8; ++k) l[k] += x[j + k];
   for (; j < n; ++j) l[0] += x[j];

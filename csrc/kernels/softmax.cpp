@@ -17,35 +17,20 @@ struct RowIter {
   int64_t size[kMaxDims], st[3][kMaxDims];
 };
 
-// Row max that propagates NaN. Kept in independent lanes (max and NaN flag)
-// so it vectorises: the scalar compare chain it replaces was half of
-// softmax's time.
+// Row max, in independent lanes so the loop vectorises. NaNs are skipped
+// here: a NaN element makes its exp, the row's sum and so every output NaN,
+// which is what the CPU's NaN-propagating max gives as well.
 inline float row_max(const float* a, int64_t n) {
   constexpr int L = 16;
   float m[L];
-  int nan[L];
-  for (int l = 0; l < L; ++l) {
-    m[l] = -std::numeric_limits<float>::infinity();
-    nan[l] = 0;
-  }
+  for (int l = 0; l < L; ++l) m[l] = -std::numeric_limits<float>::infinity();
   int64_t j = 0;
   for (; j + L <= n; j += L)
-    for (int l = 0; l < L; ++l) {
-      const float v = a[j + l];
-      m[l] = v > m[l] ? v : m[l];
-      nan[l] |= v != v;
-    }
-  for (; j < n; ++j) {
-    m[0] = a[j] > m[0] ? a[j] : m[0];
-    nan[0] |= a[j] != a[j];
-  }
+    for (int l = 0; l < L; ++l) m[l] = a[j + l] > m[l] ? a[j + l] : m[l];
+  for (; j < n; ++j) m[0] = a[j] > m[0] ? a[j] : m[0];
   float mx = m[0];
-  int any_nan = nan[0];
-  for (int l = 1; l < L; ++l) {
-    mx = m[l] > mx ? m[l] : mx;
-    any_nan |= nan[l];
-  }
-  return any_nan ? std::numeric_limits<float>::quiet_NaN() : mx;
+  for (int l = 1; l < L; ++l) mx = m[l] > mx ? m[l] : mx;
+  return mx;
 }
 
 template <SoftmaxOp OP, class In, class Out>

@@ -80,6 +80,35 @@ int pool_entry(const void* params, const onrt_arg* args, char* err, size_t errle
     if (p.divisor_override) return static_cast<float>(p.divisor_override);
     return static_cast<float>(p.count_include_pad ? pool_size : (h1 - h0) * (w1 - w0));
   };
+  if (kind == Pool2dKind::UpsampleBilinear) {
+    // Source rows/columns and weights depend on the output coordinate only:
+    // computed once, not per element of every plane (same arithmetic order).
+    std::vector<Linear> lhs(OH), lws(OW);
+    for (int64_t oh = 0; oh < OH; ++oh) lhs[oh] = linear_at(bh, oh, IH, align);
+    for (int64_t ow = 0; ow < OW; ++ow) lws[ow] = linear_at(bw, ow, IW, align);
+    auto bilinear = [&](int64_t pb, int64_t pe) {
+      for (int64_t c = pb; c < pe; ++c) {
+        const T* ip = in + c * IH * IW;
+        T* op = out + c * OH * OW;
+        for (int64_t oh = 0; oh < OH; ++oh) {
+          const Linear lh = lhs[oh];
+          const T* r0 = ip + lh.i0 * IW;
+          const T* r1 = ip + lh.i1 * IW;
+          T* orow = op + oh * OW;
+          for (int64_t ow = 0; ow < OW; ++ow) {
+            const Linear lw = lws[ow];
+            const float v = lh.l0 * (lw.l0 * static_cast<float>(load(r0 + lw.i0)) +
+                                     lw.l1 * static_cast<float>(load(r0 + lw.i1))) +
+                            lh.l1 * (lw.l0 * static_cast<float>(load(r1 + lw.i0)) +
+                                     lw.l1 * static_cast<float>(load(r1 + lw.i1)));
+            store_cvt(orow + ow, v);
+          }
+        }
+      }
+    };
+    parallel_for(p.planes, std::max<int64_t>(1, kGrain / std::max<int64_t>(1, OH * OW)), bilinear);
+    return 0;
+  }
   auto planes = [&](int64_t pb, int64_t pe) {
     std::vector<float> acc(backward ? IH * IW : 0);
     for (int64_t c = pb; c < pe; ++c) {

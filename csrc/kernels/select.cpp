@@ -1,6 +1,7 @@
 // Index-pattern engines: tril/triu masks, arg reductions (max/min with their
 // indices) and scans (cumsum/cumprod). Any strides; work splits over the
 // independent lines.
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -44,6 +45,20 @@ int tri_entry(const void* params, const onrt_arg* args, char*, size_t) {
       ln.offsets(t / R, o, 2);
       const char* src = in + (o[0] + i * isr) * static_cast<int64_t>(S);
       char* dst = out + (o[1] + i * osr) * static_cast<int64_t>(S);
+      if (isc == 1 && osc == 1) {
+        // Contiguous rows: one zeroed and one copied run per row.
+        constexpr int64_t s = static_cast<int64_t>(S);
+        if (lower) {
+          const int64_t keep = std::clamp<int64_t>(i + k + 1, 0, C);
+          if (dst != src) std::memmove(dst, src, keep * s);
+          std::memset(dst + keep * s, 0, (C - keep) * s);
+        } else {
+          const int64_t zero = std::clamp<int64_t>(i + k, 0, C);
+          std::memset(dst, 0, zero * s);
+          if (dst != src) std::memmove(dst + zero * s, src + zero * s, (C - zero) * s);
+        }
+        continue;
+      }
       for (int64_t j = 0; j < C; ++j) {
         const bool keep = lower ? (j - i <= k) : (j - i >= k);
         char* d = dst + j * osc * static_cast<int64_t>(S);

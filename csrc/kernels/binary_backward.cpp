@@ -15,7 +15,7 @@ template <class C> struct GeluErfBackwardF {
   ON_INLINE C operator()(C dy, C x) const {
     const C kAlpha = C(M_SQRT1_2);
     const C kBeta = C(M_2_SQRTPI * M_SQRT1_2 * 0.5);
-    const C cdf = C(0.5) * (C(1) + ferf(x * kAlpha));
+    const C cdf = C(0.5) * (C(1) + ferf_gelu(x * kAlpha));
     const C pdf = kBeta * fexp(x * x * C(-0.5));
     return dy * (cdf + x * pdf);
   }

@@ -77,12 +77,12 @@ int softmax_entry(const void* params, const onrt_arg* args, char*, size_t) {
         const float mx = row_max(a.data(), D);
         double sum = 0;
         if constexpr (OP == SoftmaxOp::Softmax) {
-          for (int64_t j = 0; j < D; ++j) a[j] = vexp(a[j] - mx);
+          vexp_shifted(a.data(), a.data(), D, mx);
           sum = lane_sum8(a.data(), D);
           const float inv = static_cast<float>(1.0 / sum);
           for (int64_t j = 0; j < D; ++j) store_cvt(ro + j * so, a[j] * inv);
         } else {
-          for (int64_t j = 0; j < D; ++j) g[j] = vexp(a[j] - mx);
+          vexp_shifted(a.data(), g.data(), D, mx);
           sum = lane_sum8(g.data(), D);
           // (x - max) - log(sum), in this order: x - (max + log(sum)) cancels when x is
           // near the max. Over the last dim in bfloat16/float16 the CPU rounds the sum and

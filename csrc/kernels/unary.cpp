@@ -65,7 +65,7 @@ template <class C> struct LogicalNotF {
 template <class C> struct GeluErfF {
   ON_INLINE C operator()(C x) const {
     const C kAlpha = C(M_SQRT1_2);
-    return x * C(0.5) * (C(1) + ferf(x * kAlpha));
+    return x * C(0.5) * (C(1) + ferf_gelu(x * kAlpha));
   }
 };
 template <class C> struct GeluTanhF {
@@ -83,6 +83,21 @@ int unary_entry(const void* params, const onrt_arg* args, char*, size_t) {
   const auto& p = *static_cast<const ElementwiseParams*>(params);
   using C = compute_t<InT>;
   Elementwise<OutT, Op<C>, InT>::run(p, args, {scalar_in<C>(p, 0, args)}, Op<C>{});
+  return 0;
+}
+
+// float32 exp over contiguous memory: vexp_shifted's 16-lane loop.
+int exp_f32_entry(const void* params, const onrt_arg* args, char* err, size_t errlen) {
+  const auto& p = *static_cast<const ElementwiseParams*>(params);
+  const LoopPlan& pl = p.plan;
+  if (pl.ndim != 1 || pl.strides[0][0] != 4 || pl.strides[1][0] != 4)
+    return unary_entry<float, float, ExpF>(params, args, err, errlen);
+  if (pl.numel <= 0) return 0;
+  float* out = reinterpret_cast<float*>(static_cast<char*>(args[p.ops[0].slot].ptr) + p.ops[0].byte_offset);
+  const float* in =
+      reinterpret_cast<const float*>(static_cast<char*>(args[p.ops[1].slot].ptr) + p.ops[1].byte_offset);
+  auto body = [&](int64_t b, int64_t e) { vexp_shifted(in + b, out + b, e - b, 0.0f); };
+  parallel_for(pl.numel, kGrain, body);
   return 0;
 }
 
@@ -111,7 +126,9 @@ onrt_kernel_fn unary_kernel(UnaryOp op, DType out, DType in) {
   switch (op) {
     case UnaryOp::Neg: return pick_same<NegF, kNum>(out, in);
     case UnaryOp::Abs: return pick_same<AbsF, kNum>(out, in);
-    case UnaryOp::Exp: return pick_same<ExpF, kFloat>(out, in);
+    case UnaryOp::Exp:
+      if (out == DType::Float32 && in == DType::Float32) return &exp_f32_entry;
+      return pick_same<ExpF, kFloat>(out, in);
     case UnaryOp::Log: return pick_same<LogF, kFloat>(out, in);
     case UnaryOp::Sqrt: return pick_same<SqrtF, kFloat>(out, in);
     case UnaryOp::Rsqrt: return pick_same<RsqrtF, kFloat>(out, in);

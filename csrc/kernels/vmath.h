@@ -9,6 +9,9 @@
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
 
 #ifndef ON_INLINE
 #define ON_INLINE __attribute__((always_inline)) inline
@@ -46,6 +49,40 @@ ON_INLINE float vexp(float x) {
   float res = (y * s1) * s2;
   res = x > hi ? INFINITY : res;
   return x != x ? x : res;
+}
+
+// out[i] = vexp(in[i] - shift), bit for bit. With AVX-512, 16 lanes at a time
+// with the same steps, except that vscalefps applies 2^n in one rounding where
+// vexp multiplies by two powers of two (exact, then one rounding): the same
+// result in fewer instructions. GCC cannot find vscalefps in vexp itself.
+inline void vexp_shifted(const float* in, float* out, int64_t n, float shift) {
+  int64_t i = 0;
+#if defined(__AVX512F__)
+  const __m512 hi = _mm512_set1_ps(88.7228394f), lo = _mm512_set1_ps(-103.972084f);
+  const __m512 sh = _mm512_set1_ps(shift), log2e = _mm512_set1_ps(1.44269504088896341f);
+  const __m512 magic = _mm512_set1_ps(12582912.0f), one = _mm512_set1_ps(1.0f);
+  const __m512 c1 = _mm512_set1_ps(0.693359375f), c2 = _mm512_set1_ps(-2.12194440e-4f);
+  const __m512 inf = _mm512_set1_ps(INFINITY);
+  for (; i + 16 <= n; i += 16) {
+    const __m512 x = _mm512_sub_ps(_mm512_loadu_ps(in + i), sh);
+    const __m512 xc = _mm512_max_ps(_mm512_min_ps(x, hi), lo);  // NaN lanes fixed below
+    const __m512 fx = _mm512_sub_ps(_mm512_add_ps(_mm512_mul_ps(xc, log2e), magic), magic);
+    __m512 r = _mm512_fnmadd_ps(fx, c1, xc);
+    r = _mm512_fnmadd_ps(fx, c2, r);
+    const __m512 z = _mm512_mul_ps(r, r);
+    __m512 y = _mm512_fmadd_ps(_mm512_set1_ps(1.9875691500e-4f), r, _mm512_set1_ps(1.3981999507e-3f));
+    y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(8.3334519073e-3f));
+    y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(4.1665795894e-2f));
+    y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(1.6666665459e-1f));
+    y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(5.0000001201e-1f));
+    y = _mm512_add_ps(_mm512_fmadd_ps(y, z, r), one);
+    __m512 res = _mm512_scalef_ps(y, fx);
+    res = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, hi, _CMP_GT_OQ), res, inf);
+    res = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), res, x);
+    _mm512_storeu_ps(out + i, res);
+  }
+#endif
+  for (; i < n; ++i) out[i] = vexp(in[i] - shift);
 }
 
 ON_INLINE float vtanh(float x) {
@@ -92,6 +129,21 @@ ON_INLINE float verf(float x) {
   return x != x ? x : r;
 }
 
+// erf by Abramowitz & Stegun 7.1.26 over the whole range (|error| < 1.5e-7,
+// absolute), with the operation order of PyTorch's vectorised CPU erf that its
+// gelu uses. Half the work of verf, which also keeps small arguments accurate
+// relative to their size; gelu multiplies erf's error by x/2, so it needs no more.
+ON_INLINE float verf_gelu(float x) {
+  const float ax = std::fabs(x);
+  const float t = 1.0f / std::fma(0.3275911f, ax, 1.0f);
+  float q = std::fma(1.061405429f, t, -1.453152027f);
+  q = std::fma(q, t, 1.421413741f);
+  q = std::fma(q, t, -0.284496736f);
+  q = std::fma(q, t, 0.254829592f);
+  const float r = std::fma(-(vexp(-x * x) * t), q, 1.0f);
+  return x != x ? x : std::copysign(r, x);
+}
+
 }  // namespace openneuron::kernels::detail
 
 namespace openneuron::kernels::detail {
@@ -107,6 +159,10 @@ template <class C> ON_INLINE C ftanh(C x) {
 }
 template <class C> ON_INLINE C ferf(C x) {
   if constexpr (std::is_same_v<C, float>) return verf(x);
+  else return std::erf(x);
+}
+template <class C> ON_INLINE C ferf_gelu(C x) {
+  if constexpr (std::is_same_v<C, float>) return verf_gelu(x);
   else return std::erf(x);
 }
 

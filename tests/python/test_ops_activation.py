@@ -363,3 +363,17 @@ def test_negative_slope_inplace_backward_rejected(neuron):
     y = F.leaky_relu(x * 1.0, -0.5, inplace=True)
     with pytest.raises(RuntimeError, match="negative slope"):
         y.sum().backward()
+
+
+def test_gelu_vector_path_equals_the_scalar_path_bit_for_bit(neuron):
+    g = torch.Generator().manual_seed(0)
+    vals = torch.cat([torch.randn(4000, generator=g) * 5, torch.linspace(-20, 20, 4000),
+                      torch.tensor([0.0, -0.0, float("nan"), float("-inf"), 1e-30, -1e-30, 1e30, -1e30]
+                               + [0.0] * 8)])
+    x = vals.view(-1, 16).to(neuron)
+    contiguous = torch.nn.functional.gelu(x).cpu()
+    strided = torch.empty(16, x.shape[0], device=neuron).t()
+    torch.ops.aten.gelu.out(x, out=strided)
+    assert not strided.is_contiguous()
+    assert torch.equal(contiguous.view(torch.int32), strided.cpu().contiguous().view(torch.int32))
+    torch.testing.assert_close(contiguous, torch.nn.functional.gelu(vals.view(-1, 16)), equal_nan=True)

@@ -1007,11 +1007,11 @@ Tensor& isin_st_out(const at::Scalar& el, const Tensor& test, bool, bool invert,
 // ------------------------------------------------------------ gather / scatter
 
 void check_index_long(const Tensor& index, const char* name) {
-  // int32 indices are valid too; the engine reads int64 only, so such calls
-  // decline to the host library kernel (native_ops.h).
-  TORCH_CHECK_NOT_IMPLEMENTED(index.scalar_type() != c10::kInt, name,
-                              "(): int32 index (engine reads int64)");
-  TORCH_CHECK(index.scalar_type() == c10::kLong, name, "(): Expected dtype int32/int64 for index");
+  // The engine reads int64 indices. Others decline to the host library kernel
+  // (native_ops.h): int32 is valid, and the CPU's kernel accepts or rejects the
+  // rest exactly as the CPU does (an empty uint8 index is accepted).
+  TORCH_CHECK_NOT_IMPLEMENTED(index.scalar_type() == c10::kLong, name, "(): ", index.scalar_type(),
+                              " index (engine reads int64)");
 }
 
 Tensor& nv_gather_out(const Tensor& self, int64_t dim, const Tensor& index, bool, Tensor& out) {

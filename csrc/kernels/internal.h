@@ -449,23 +449,34 @@ struct OffsetWalk {
   }
 };
 
+// Adds the leading whole blocks of 512 values of x into the L double lanes and
+// returns how many values it consumed. 64 float lanes first add 8 values each
+// (within 2^-21 relative of exact, far below a half type's rounding and the
+// float32 tolerance of PyTorch's own cascade sum), then go into the double
+// lanes: the double work drops eightfold, and 64 float lanes are several
+// independent vector add chains, so the loop runs at load speed instead of
+// waiting on one chain's latency. The order is fixed: results do not depend on
+// thread count.
+template <int L, class T>
+inline int64_t add_float_blocks(const T* x, int64_t n, double (&lanes)[L]) {
+  constexpr int FL = 64, B = 8;
+  static_assert(FL % L == 0);
+  int64_t j = 0;
+  for (; j + FL * B <= n; j += FL * B) {
+    float f[FL] = {};
+    for (int b = 0; b < B; ++b)
+      for (int k = 0; k < FL; ++k) f[k] += load(x + j + b * FL + k);
+    for (int q = 0; q < FL; q += L)
+      for (int k = 0; k < L; ++k) lanes[k] += f[q + k];
+  }
+  return j;
+}
+
 // Double sum of floats in 8 fixed lanes: vectorises, and the order does not
 // depend on thread count.
 inline double lane_sum8(const float* x, int64_t n) {
   double l[8] = {};
-  int64_t j = 0;
-  // Long rows: 64 float lanes first add blocks of 8 values each (within 2^-21
-  // relative of exact), then go into the double lanes. 64 lanes are several
-  // independent vector add chains, so the loop runs at load speed instead of
-  // waiting on one chain's latency.
-  constexpr int FL = 64, B = 8;
-  for (; j + FL * B <= n; j += FL * B) {
-    float f[FL] = {};
-    for (int b = 0; b < B; ++b)
-      for (int k = 0; k < FL; ++k) f[k] += x[j + b * FL + k];
-    for (int q = 0; q < FL; q += 8)
-      for (int k = 0; k < 8; ++k) l[k] += f[q + k];
-  }
+  int64_t j = add_float_blocks(x, n, l);
   for (; j + 8 <= n; j += 8)
     for (int k = 0; k < 8; ++k) l[k] += x[j + k];
   for (; j < n; ++j) l[0] += x[j];

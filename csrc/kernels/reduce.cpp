@@ -63,22 +63,7 @@ struct Reducer {
       A lanes[L];
       for (int l = 0; l < L; ++l) lanes[l] = Cmb::init();
       int64_t j = 0;
-      if constexpr (kFloatBlocks) {
-        // Each lane first adds 8 values in float (within 2^-21 relative of
-        // exact: far below a half type's own rounding, and below the float32
-        // tolerance of PyTorch's own cascade sum), so the double work, the
-        // bottleneck, drops eightfold.
-        // 64 float lanes: four independent 512-bit add chains, so the adds
-        // run at load speed instead of waiting on each other's latency.
-        constexpr int B = 8, FL = 64;
-        for (; j + FL * B <= n; j += FL * B) {
-          float f[FL] = {};
-          for (int b = 0; b < B; ++b)
-            for (int l = 0; l < FL; ++l) f[l] += load(p + j + b * FL + l);
-          for (int q = 0; q < FL; q += L)
-            for (int l = 0; l < L; ++l) lanes[l] += f[q + l];
-        }
-      }
+      if constexpr (kFloatBlocks) j = add_float_blocks(p, n, lanes);
       for (; j + L <= n; j += L)
         for (int l = 0; l < L; ++l) lanes[l] = Cmb::apply(lanes[l], ld(p + j + l));
       for (; j < n; ++j) lanes[0] = Cmb::apply(lanes[0], ld(p + j));

@@ -86,9 +86,9 @@ int unary_entry(const void* params, const onrt_arg* args, char*, size_t) {
   return 0;
 }
 
-// float32 over contiguous memory: an array function (vmath.h's 16-lane loops,
-// equal bit for bit to Op); other layouts run Op through the elementwise walker.
-template <template <class> class Op, void (*kArray)(const float*, float*, int64_t)>
+// float32 over contiguous memory: vmath.h's 16-lane blocks, equal bit for bit to
+// Op, which finishes the tail; other layouts run Op through the elementwise walker.
+template <template <class> class Op, int64_t (*kBlocks)(const float*, float*, int64_t)>
 int f32_array_entry(const void* params, const onrt_arg* args, char* err, size_t errlen) {
   const auto& p = *static_cast<const ElementwiseParams*>(params);
   const LoopPlan& pl = p.plan;
@@ -98,11 +98,14 @@ int f32_array_entry(const void* params, const onrt_arg* args, char* err, size_t 
   float* out = reinterpret_cast<float*>(static_cast<char*>(args[p.ops[0].slot].ptr) + p.ops[0].byte_offset);
   const float* in =
       reinterpret_cast<const float*>(static_cast<char*>(args[p.ops[1].slot].ptr) + p.ops[1].byte_offset);
-  auto body = [&](int64_t b, int64_t e) { kArray(in + b, out + b, e - b); };
+  auto body = [&](int64_t b, int64_t e) {
+    const Op<float> op{};
+    for (int64_t i = b + kBlocks(in + b, out + b, e - b); i < e; ++i) out[i] = op(in[i]);
+  };
   parallel_for(pl.numel, kGrain, body);
   return 0;
 }
-void exp_array(const float* in, float* out, int64_t n) { vexp_shifted(in, out, n, 0.0f); }
+int64_t exp_blocks(const float* in, float* out, int64_t n) { return vexp_blocks(in, out, n, 0.0f); }
 
 enum Domain { kFloat, kSignedNum, kNum, kAll };
 
@@ -130,7 +133,7 @@ onrt_kernel_fn unary_kernel(UnaryOp op, DType out, DType in) {
     case UnaryOp::Neg: return pick_same<NegF, kNum>(out, in);
     case UnaryOp::Abs: return pick_same<AbsF, kNum>(out, in);
     case UnaryOp::Exp:
-      if (out == DType::Float32 && in == DType::Float32) return &f32_array_entry<ExpF, exp_array>;
+      if (out == DType::Float32 && in == DType::Float32) return &f32_array_entry<ExpF, exp_blocks>;
       return pick_same<ExpF, kFloat>(out, in);
     case UnaryOp::Log: return pick_same<LogF, kFloat>(out, in);
     case UnaryOp::Sqrt: return pick_same<SqrtF, kFloat>(out, in);
@@ -148,7 +151,7 @@ onrt_kernel_fn unary_kernel(UnaryOp op, DType out, DType in) {
     case UnaryOp::Round: return pick_same<RoundF, kNum>(out, in);
     case UnaryOp::Sign: return pick_same<SignF, kAll>(out, in);
     case UnaryOp::GeluErf:
-      if (out == DType::Float32 && in == DType::Float32) return &f32_array_entry<GeluErfF, vgelu_erf>;
+      if (out == DType::Float32 && in == DType::Float32) return &f32_array_entry<GeluErfF, vgelu_erf_blocks>;
       return pick_same<GeluErfF, kFloat>(out, in);
     case UnaryOp::GeluTanh: return pick_same<GeluTanhF, kFloat>(out, in);
     case UnaryOp::LogicalNot:

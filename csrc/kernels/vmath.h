@@ -77,14 +77,23 @@ ON_INLINE __m512 vexp16(__m512 x) {
 }
 #endif
 
-// out[i] = vexp(in[i] - shift), bit for bit; 16 lanes at a time with AVX-512.
-inline void vexp_shifted(const float* in, float* out, int64_t n, float shift) {
+// The *_blocks functions write the leading whole 16-lane blocks (AVX-512; none
+// without it) and return how many elements they wrote; the caller finishes the
+// rest with the scalar formula they equal bit for bit.
+
+// out[i] = vexp(in[i] - shift).
+inline int64_t vexp_blocks(const float* in, float* out, int64_t n, float shift) {
   int64_t i = 0;
 #if defined(__AVX512F__)
   const __m512 sh = _mm512_set1_ps(shift);
   for (; i + 16 <= n; i += 16) _mm512_storeu_ps(out + i, vexp16(_mm512_sub_ps(_mm512_loadu_ps(in + i), sh)));
 #endif
-  for (; i < n; ++i) out[i] = vexp(in[i] - shift);
+  return i;
+}
+
+// out[i] = vexp(in[i] - shift) for all n.
+inline void vexp_shifted(const float* in, float* out, int64_t n, float shift) {
+  for (int64_t i = vexp_blocks(in, out, n, shift); i < n; ++i) out[i] = vexp(in[i] - shift);
 }
 
 ON_INLINE float vtanh(float x) {
@@ -146,12 +155,11 @@ ON_INLINE float verf_gelu(float x) {
   return x != x ? x : std::copysign(r, x);
 }
 
-// out[i] = x * 0.5 * (1 + verf_gelu(x * sqrt(1/2))) (GeluErfF), bit for bit;
-// 16 lanes at a time with AVX-512.
-inline void vgelu_erf(const float* in, float* out, int64_t n) {
-  constexpr float kAlpha = static_cast<float>(M_SQRT1_2);
+// out[i] = x * 0.5 * (1 + verf_gelu(x * sqrt(1/2))): unary.cpp's GeluErfF.
+inline int64_t vgelu_erf_blocks(const float* in, float* out, int64_t n) {
   int64_t i = 0;
 #if defined(__AVX512F__)
+  constexpr float kAlpha = static_cast<float>(M_SQRT1_2);
   const __m512 one = _mm512_set1_ps(1.0f), half = _mm512_set1_ps(0.5f);
   const __m512 sign = _mm512_set1_ps(-0.0f);
   for (; i + 16 <= n; i += 16) {
@@ -170,7 +178,7 @@ inline void vgelu_erf(const float* in, float* out, int64_t n) {
     _mm512_storeu_ps(out + i, _mm512_mul_ps(_mm512_mul_ps(x, half), _mm512_add_ps(one, erf)));
   }
 #endif
-  for (; i < n; ++i) out[i] = in[i] * 0.5f * (1.0f + verf_gelu(in[i] * kAlpha));
+  return i;
 }
 
 }  // namespace openneuron::kernels::detail

@@ -828,14 +828,10 @@ Tensor& pow_ts_out(const Tensor& self, const at::Scalar& exp, Tensor& out) {
   at::native::resize_output(out, self.sizes());
   if (out.numel() == 0) return out;
   Tensor x = to_dtype_on_device(self, compute);
-  const bool fl = at::isFloatingType(compute);
   const double e = exp.toDouble();
+  // The Pow engine takes the CPU's shortcuts for 2, 3, 0.5, -0.5, -1 and -2 itself.
   into(out, compute, [&](const Tensor& t) {
-    if (e == 2.0) {
-      launch(Op::Mul, {tensor_operand(x), tensor_operand(x)}, {tensor_operand(t)});
-    } else if (fl && e == 0.5) {
-      launch(Op::Sqrt, {tensor_operand(x)}, {tensor_operand(t)});
-    } else if (e == 1.0) {
+    if (e == 1.0) {
       copy_on_device(t, x);
     } else {
       launch(Op::Pow, {tensor_operand(x), scalar_operand(exp, compute)}, {tensor_operand(t)});

@@ -358,7 +358,10 @@ def test_complex_scalars_run_natively_through_the_host_library(neuron):
     a = torch.randn(3, 4, dtype=torch.complex64)
     b = torch.randn(4, 5, dtype=torch.complex64)
     c = torch.randn(3, 5, dtype=torch.complex64)
+    openneuron.reset_library_stats()
     same(lambda c, a, b: torch.addmm(c, a, b, beta=1 - 2j, alpha=0.5 + 1j), c, a, b)
     same(lambda a: torch.full_like(a, 2 - 3j), a, exact=True)
+    ran = openneuron.library_stats()  # the CPU fallback would raise here (no_fallback)
+    assert ran.get("aten::addmm") == 1 and ran.get("aten::fill_.Scalar") == 1
     same(lambda a, b: torch._foreach_add([a, b], 1 + 1j), a, b.t().contiguous(), exact=True)
     same(lambda a: torch.lerp(a, a * 2, 0.25 + 0.5j), a)

@@ -1,8 +1,9 @@
 """OpenNeuron demo: the one-line change from "cpu" to "neuron".
 
 Trains a small MLP and a 2-layer transformer on `neuron` and on the CPU from the same
-initial weights, generates a few tokens with the transformer, and reports losses,
-timings and the ops that fell back to the CPU. Note: no `import openneuron` here:
+initial weights, generates a few tokens with the transformer, trains the transformer again
+under `torch.compile(backend="neuron")`, and reports losses, timings, compiles and the ops
+that fell back to the CPU. Note: no `import openneuron` here:
 `import torch` loads the backend.
 """
 
@@ -59,14 +60,16 @@ class TinyTransformer(nn.Module):
         return self.head(self.blocks(h, mask=mask, is_causal=True))
 
 
-def transformer_training(device: str, model: nn.Module, tokens, steps: int):
+def transformer_training(device: str, model: nn.Module, tokens, steps: int,
+                         compiled: bool = False):
     model = copy.deepcopy(model).to(device)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     idx = tokens.to(device)
+    forward = torch.compile(model, backend="neuron") if compiled else model
 
     def step():
         opt.zero_grad()
-        logits = model(idx[:, :-1])
+        logits = forward(idx[:, :-1])
         loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), idx[:, 1:].reshape(-1))
         loss.backward()
         opt.step()
@@ -147,6 +150,22 @@ def main() -> None:
     for name, n in sorted(fb.items(), key=lambda kv: -kv[1])[:12]:
         print(f"    {name:<45} {n:>6}")
     report_library_ops(openneuron.library_stats())
+
+    # The same training under torch.compile: Dynamo + AOTAutograd graphs on the same lowerings.
+    torch.neuron.reset_dynamo_metrics()
+    t0 = time.perf_counter()
+    _, comp_losses, comp_s = transformer_training("neuron", tf, tokens, steps, compiled=True)
+    total_s = time.perf_counter() - t0
+    dyn = torch.neuron.get_dynamo_metrics()
+    diff = max(abs(a - b) for a, b in zip(neu_losses, comp_losses))
+    print(f"\nCompiled (torch.compile(backend='neuron')), same training: max |loss_compiled - "
+          f"loss_eager| = {diff:.2e}")
+    print(f"  time per step: {1e3 * comp_s / steps:.2f} ms (compiled/eager = {comp_s / neu_s:.2f}, "
+          f"compiled/cpu = {comp_s / cpu_s:.2f}); first call incl. compiling "
+          f"{total_s - comp_s:.2f} s")
+    print(f"  graphs: {dyn['dynamo_graphs']} Dynamo, {dyn['forward_graphs']} forward + "
+          f"{dyn['backward_graphs']} backward ({dyn['graph_ops']} ATen ops), "
+          f"{dyn['compile_seconds']:.2f} s in the backend, {dyn['fallback_graphs']} with fallback ops")
 
     cache = openneuron.compile_cache_stats()
     print(f"\nprogram cache: {cache['misses']} compilations ({1e3 * cache['compile_seconds']:.1f} ms "

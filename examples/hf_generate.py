@@ -56,9 +56,9 @@ def main():
         "greedy": dict(do_sample=False),
         "beam search": dict(num_beams=3, do_sample=False),
         "dynamic cache": dict(do_sample=False, cache_implementation="dynamic"),
-        # generate would torch.compile the static-cache decoding with backend="neuron", which
-        # is not registered yet: run it eagerly.
-        "static cache": dict(do_sample=False, cache_implementation="static", disable_compile=True),
+        # On neuron, generate compiles static-cache decoding with torch.compile(backend="neuron").
+        "static cache": dict(do_sample=False, cache_implementation="static"),
+        "static, eager": dict(do_sample=False, cache_implementation="static", disable_compile=True),
     }
     for name, kw in strategies.items():
         got = model.generate(**batch.to("neuron"), max_new_tokens=12, **kw)

@@ -11,7 +11,10 @@
 #include <ATen/native/transformers/attention.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <cmath>
+#include <numeric>
+#include <vector>
 
 #include "bridge.h"
 #include "engine.h"
@@ -27,7 +30,8 @@ bool is_attention_dtype(c10::ScalarType t) {
   return t == c10::kFloat || t == c10::kBFloat16 || t == c10::kHalf;
 }
 
-// Why the fused engine cannot take this call ("" when it can).
+// Why the fused engine cannot take this call ("" when it can). Sizes are read as
+// SymInts: under torch.compile the choice is made on fake tensors with symbolic shapes.
 const char* unsupported_reason(const Tensor& q, const Tensor& k, const Tensor& v,
                                const std::optional<Tensor>& mask, double dropout_p, bool is_causal,
                                bool enable_gqa) {
@@ -37,11 +41,14 @@ const char* unsupported_reason(const Tensor& q, const Tensor& k, const Tensor& v
   const auto dt = q.scalar_type();
   if (!is_attention_dtype(dt) || k.scalar_type() != dt || v.scalar_type() != dt)
     return "dtype (float32, bfloat16, float16, all alike)";
-  if (q.numel() == 0 || k.numel() == 0 || v.numel() == 0) return "empty inputs";
-  if (k.size(0) != q.size(0) || v.size(0) != q.size(0) || v.size(1) != k.size(1) ||
-      v.size(2) != k.size(2) || k.size(3) != q.size(3))
+  auto empty = [](const Tensor& t) {
+    return TORCH_GUARD_SIZE_OBLIVIOUS(t.sym_numel().sym_eq(0));
+  };
+  if (empty(q) || empty(k) || empty(v)) return "empty inputs";
+  const auto qs = q.sym_sizes(), ks = k.sym_sizes(), vs = v.sym_sizes();
+  if (ks[0] != qs[0] || vs[0] != qs[0] || vs[1] != ks[1] || vs[2] != ks[2] || ks[3] != qs[3])
     return "mismatched shapes";
-  if (q.size(1) != k.size(1) && (!enable_gqa || q.size(1) % k.size(1) != 0))
+  if (qs[1] != ks[1] && (!enable_gqa || qs[1] % ks[1] != 0))
     return "query and key/value heads differ without enable_gqa (or not a multiple)";
   if (!(dropout_p >= 0.0 && dropout_p <= 1.0)) return "dropout_p outside [0, 1]";
   if (mask.has_value() && mask->defined()) {
@@ -51,8 +58,9 @@ const char* unsupported_reason(const Tensor& q, const Tensor& k, const Tensor& v
     if (m.is_nested() || m.dim() > 4) return "attn_mask layout";
     if (m.scalar_type() != c10::kBool && m.scalar_type() != dt) return "attn_mask dtype";
     if (m.requires_grad() && at::GradMode::is_enabled()) return "attn_mask requires grad";
-    const std::array<int64_t, 4> full{q.size(0), q.size(1), q.size(2), k.size(2)};
-    if (!at::is_expandable_to(m.sizes(), full)) return "attn_mask not broadcastable";
+    const std::array<c10::SymInt, 4> full{qs[0], qs[1], qs[2], ks[2]};
+    if (!at::is_expandable_to(m.sym_sizes(), c10::SymIntArrayRef(full)))
+      return "attn_mask not broadcastable";
   }
   return "";
 }
@@ -69,6 +77,24 @@ int64_t fused_sdp_choice(const Tensor& q, const Tensor& k, const Tensor& v,
               "No viable backend for scaled_dot_product_attention on neuron: the math "
               "backend is disabled and the fused neuron kernel cannot run this call (",
               *why ? why : "the overrideable backend is disabled", ")");
+}
+
+// A tensor of `sizes` whose dims are laid out in the order of `like`'s strides. The
+// layouts PyTorch's meta functions promise (alloc_with_matching_layout, empty_like):
+// compiled graphs take views of these outputs that rely on them.
+Tensor empty_with_layout_of(const Tensor& like, at::IntArrayRef sizes) {
+  const int64_t n = like.dim();
+  std::vector<int64_t> order(n);
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int64_t a, int64_t b) { return like.stride(a) > like.stride(b); });
+  std::vector<int64_t> strides(n);
+  int64_t stride = 1;
+  for (int64_t i = n - 1; i >= 0; --i) {
+    strides[order[i]] = stride;
+    stride *= sizes[order[i]];
+  }
+  return at::empty_strided(sizes, strides, like.options());
 }
 
 double attention_scale(const Tensor& q, std::optional<double> scale) {
@@ -104,9 +130,9 @@ ForwardResult sdpa_overrideable(const Tensor& q, const Tensor& k, const Tensor& 
                               "neuron: scaled_dot_product_attention cannot return the debug "
                               "attention mask (it never materialises the scores)");
   const int64_t B = q.size(0), H = q.size(1), L = q.size(2), S = k.size(2), Ev = v.size(3);
-  // [B, L, H, Ev] memory seen as [B, H, L, Ev]: the usual next step,
-  // out.transpose(1, 2).reshape(B, L, H * Ev), is then free.
-  Tensor out = empty_device({B, L, H, Ev}, q.scalar_type(), q.device()).transpose(1, 2);
+  // Models build q as a [B, L, H, E] buffer seen as [B, H, L, E], so `out` in q's
+  // layout makes the usual next step, out.transpose(1, 2).reshape(B, L, H * Ev), free.
+  Tensor out = empty_with_layout_of(q, {B, H, L, Ev});
   Tensor lse = empty_device({B, H, L}, c10::kFloat, q.device());
   const bool dropout = dropout_p > 0.0;
   int64_t seed = 0, offset = 0;
@@ -139,9 +165,9 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> sdpa_overrideable_backward(
   TORCH_CHECK_NOT_IMPLEMENTED(!(grad_input_mask[3] && attn_bias.defined()),
                               "neuron: the fused scaled_dot_product_attention has no gradient for "
                               "attn_mask (a mask that requires grad takes the math path)");
-  Tensor gq = empty_device(q.sizes(), q.scalar_type(), q.device());
-  Tensor gk = empty_device(k.sizes(), k.scalar_type(), k.device());
-  Tensor gv = empty_device(v.sizes(), v.scalar_type(), v.device());
+  Tensor gq = empty_with_layout_of(q, q.sizes());
+  Tensor gk = empty_with_layout_of(k, k.sizes());
+  Tensor gv = empty_with_layout_of(v, v.sizes());
   const bool dropout = dropout_p > 0.0;
   const int64_t seed = dropout ? philox_seed.item<int64_t>() : 0;
   const int64_t offset = dropout ? philox_offset.item<int64_t>() : 0;

@@ -13,12 +13,13 @@ from . import _C
 __all__ = [
     "Event", "Stream", "current_device", "current_stream", "default_stream", "device",
     "device_count", "device_of", "empty_cache", "get_amp_supported_dtype", "get_device_name",
-    "get_device_properties", "get_rng_state", "get_rng_state_all", "init", "initial_seed",
-    "is_available", "is_bf16_supported", "is_initialized", "manual_seed", "manual_seed_all",
-    "max_memory_allocated", "max_memory_reserved", "mem_get_info", "memory_allocated",
-    "memory_reserved", "memory_stats", "memory_summary", "reset_accumulated_memory_stats",
-    "reset_peak_memory_stats", "seed", "seed_all", "set_device", "set_rng_state",
-    "set_rng_state_all", "set_stream", "stream", "synchronize",
+    "get_device_properties", "get_dynamo_metrics", "get_rng_state", "get_rng_state_all", "init",
+    "initial_seed", "is_available", "is_bf16_supported", "is_initialized", "manual_seed",
+    "manual_seed_all", "max_memory_allocated", "max_memory_reserved", "mem_get_info",
+    "memory_allocated", "memory_reserved", "memory_stats", "memory_summary",
+    "reset_accumulated_memory_stats", "reset_dynamo_metrics", "reset_peak_memory_stats", "seed",
+    "seed_all", "set_device", "set_rng_state", "set_rng_state_all", "set_stream", "stream",
+    "synchronize",
 ]
 
 # ------------------------------------------------------------------ devices
@@ -317,3 +318,20 @@ def get_amp_supported_dtype() -> list[torch.dtype]:
 
 def is_bf16_supported(including_emulation: bool = True) -> bool:
     return True
+
+
+# ---------------------------------------------------------------- compile
+
+
+def get_dynamo_metrics() -> dict[str, Any]:
+    """torch.compile(backend="neuron") counters: graphs by kind, ops, backend seconds,
+    graphs run with CPU-fallback ops (see openneuron.dynamo)."""
+    from .dynamo import metrics
+
+    return metrics.get_dynamo_metrics()
+
+
+def reset_dynamo_metrics() -> None:
+    from .dynamo import metrics
+
+    metrics.reset_dynamo_metrics()

@@ -11,9 +11,11 @@ pytest.importorskip("transformers")
 SAMPLE = ["gpt2", "llama", "qwen2"]
 
 
-def test_sample_architectures_generate_same_tokens_as_cpu():
+@pytest.mark.parametrize("mode", ["eager", "compiled"])
+def test_sample_architectures_generate_same_tokens_as_cpu(mode):
+    """compiled: the model's forward under torch.compile(backend="neuron")."""
     proc = subprocess.run(
-        [sys.executable, "-m", "openneuron.coverage.worker", "causal-lm", "eager", *SAMPLE],
+        [sys.executable, "-m", "openneuron.coverage.worker", "causal-lm", mode, *SAMPLE],
         capture_output=True, text=True, timeout=600)
     results = [json.loads(l) for l in proc.stdout.splitlines() if l.startswith("{")]
     assert [r["arch"] for r in results] == SAMPLE, proc.stderr[-2000:]

@@ -113,14 +113,17 @@ def test_static_cache_same_tokens_as_cpu_eager(models, neuron):
     assert torch.equal(_gen(dev, neuron, **kw), _gen(cpu, "cpu", do_sample=False))
 
 
-@pytest.mark.xfail(strict=True, raises=torch._dynamo.exc.InvalidBackend,
-                   reason="generate auto-compiles static-cache decoding on neuron with "
-                          "torch.compile(backend='neuron'): torch._dynamo InvalidBackend "
-                          "'neuron' (no TorchDynamo backend registered yet, roadmap item 6)")
 def test_static_cache_default_autocompile_same_tokens_as_cpu(models, neuron):
+    """cache_implementation="static" alone: Transformers compiles the decoding step with
+    torch.compile(backend="neuron") (its default CompileConfig for neuron devices)."""
     cpu, dev = models
+    torch._dynamo.reset()
+    torch.neuron.reset_dynamo_metrics()
     got = _gen(dev, neuron, do_sample=False, cache_implementation="static")
     assert torch.equal(got, _gen(cpu, "cpu", do_sample=False))
+    metrics = torch.neuron.get_dynamo_metrics()
+    assert metrics["dynamo_graphs"] >= 1 and metrics["inference_graphs"] >= 1
+    assert metrics["fallback_graphs"] == 0
 
 
 def test_sampling_reproducible_with_seed_and_valid(models, neuron):

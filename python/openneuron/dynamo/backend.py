@@ -1,0 +1,100 @@
+"""The `neuron` TorchDynamo backend: Dynamo graph -> AOTAutograd (forward and backward
+graphs of ATen ops) -> lowering check -> execution through the neuron lowerings."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import torch
+import torch.fx
+
+from . import graph_check, metrics
+
+# Options of torch.compile(backend="neuron", options={...}).
+_OPTIONS = ("fallback_execution",)
+# Set while neuron_backend runs: graphs compiled inside it are timed as part of it (a
+# backward graph compiled lazily, at the first backward, is timed on its own).
+_in_backend = threading.local()
+
+
+class NeuronCompileError(RuntimeError):
+    """A graph holds ops with no native lowering on neuron (and fallback execution is off)."""
+
+
+def fallback_execution_default() -> bool:
+    """Whether graphs with ops lacking a native lowering run anyway, those ops through the
+    CPU fallback as in eager mode. Off by default, as in TorchNeuron:
+    OPENNEURON_COMPILE_FALLBACK=1, or TorchNeuron's TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION=0,
+    turns it on."""
+    ours = os.environ.get("OPENNEURON_COMPILE_FALLBACK")
+    if ours is not None:
+        return ours.strip().lower() in ("1", "true", "yes", "on")
+    theirs = os.environ.get("TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION")
+    if theirs is not None:
+        return theirs.strip().lower() in ("0", "false", "no", "off")
+    return False
+
+
+def _missing_message(missing: list[graph_check.MissingLowering]) -> str:
+    ops = "\n".join(f"  {m}" for m in missing)
+    return (f"torch.compile(backend='neuron'): {len(missing)} op(s) of this graph have no native "
+            f"lowering on neuron:\n{ops}\nRun the graph anyway, those ops on the CPU, with "
+            "options={'fallback_execution': True} or OPENNEURON_COMPILE_FALLBACK=1 "
+            "(TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION=0).")
+
+
+def _graph_compiler(kind: str, fallback: bool) -> Callable:
+    from torch._functorch._aot_autograd.utils import make_boxed_func
+
+    def compile_graph(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Callable:
+        start = time.perf_counter()
+        missing = graph_check.missing_lowerings(gm)
+        if missing:
+            if not fallback:
+                raise NeuronCompileError(_missing_message(missing))
+            warnings.warn(f"torch.compile(backend='neuron'): running a {kind} graph with ops on "
+                          "the CPU fallback: " + ", ".join(m.op for m in missing), stacklevel=2)
+            metrics.record_fallback_graph([m.op for m in missing])
+        nested = getattr(_in_backend, "active", False)
+        metrics.record_compile(kind, graph_check.count_ops(gm),
+                               0.0 if nested else time.perf_counter() - start,
+                               library_ops=len(graph_check.library_ops(gm)))
+        return make_boxed_func(gm.forward)
+
+    return compile_graph
+
+
+def neuron_backend(gm: torch.fx.GraphModule, example_inputs: list[Any], *,
+                   mode: str | None = None, options: dict | None = None) -> Callable:
+    """torch.compile(model, backend="neuron"[, mode=..., options={...}])."""
+    start = time.perf_counter()
+    opts = dict(options or {})
+    unknown = sorted(set(opts) - set(_OPTIONS))
+    if unknown:
+        raise ValueError(f"torch.compile(backend='neuron'): unknown option(s) {unknown}; "
+                         f"the backend takes {list(_OPTIONS)}")
+    if mode not in (None, "default"):
+        warnings.warn(f"torch.compile(backend='neuron'): mode={mode!r} is not supported; "
+                      "compiling with the default mode", stacklevel=2)
+    fallback = bool(opts.get("fallback_execution", fallback_execution_default()))
+
+    from torch._dynamo.backends.common import aot_autograd
+
+    compiler = aot_autograd(
+        fw_compiler=_graph_compiler("forward", fallback),
+        bw_compiler=_graph_compiler("backward", fallback),
+        inference_compiler=_graph_compiler("inference", fallback),
+        keep_inference_input_mutations=True,
+    )
+    _in_backend.active = True
+    try:
+        compiled = compiler(gm, example_inputs)
+    finally:
+        _in_backend.active = False
+    metrics.record_compile("dynamo", graph_check.count_ops(gm), time.perf_counter() - start)
+    return compiled

@@ -1,0 +1,109 @@
+"""Which ops of an ATen FX graph have no native lowering on neuron, and where the user's
+code called them."""
+
+from __future__ import annotations
+
+import functools
+import os
+from dataclasses import dataclass
+
+import torch
+import torch.fx
+
+
+@dataclass(frozen=True)
+class MissingLowering:
+    op: str  # "aten::name.overload"
+    source: str  # the user's source line that produced it ("" when unknown)
+
+    def __str__(self) -> str:
+        return f"{self.op}" + (f" (from {self.source})" if self.source else "")
+
+
+# Ops whose meaning is about storages or devices: the host library never runs them
+# (csrc/torch/host_library.cpp, changes_storage).
+_STORAGE_OPS = ("aten::set_", "aten::resize", "aten::_copy_from", "aten::_pin_memory",
+                "aten::is_pinned", "aten::record_stream")
+
+
+# A kernel under any of these keys serves neuron tensors without the CPU fallback.
+_NATIVE_KEYS = ("PrivateUse1", "CompositeExplicitAutograd",
+                "CompositeExplicitAutogradNonFunctional", "CompositeImplicitAutograd")
+
+
+def host_library_enabled() -> bool:
+    return os.environ.get("OPENNEURON_HOST_LIBRARY", "") != "0"
+
+
+@functools.cache
+def _kernel_kind(op_name: str) -> str:
+    has = functools.partial(torch._C._dispatch_has_kernel_for_dispatch_key, op_name)
+    if any(map(has, _NATIVE_KEYS)):
+        return "native"  # our lowering, or a device-generic composite of other ops
+    if has("CPU") and not op_name.startswith(_STORAGE_OPS):
+        return "library"  # PyTorch's CPU kernel, run in place on device memory
+    return "fallback"
+
+
+def kernel_kind(op_name: str) -> str:
+    """How neuron runs the op: "native" (a neuron kernel, or a device-generic composite),
+    "library" (PyTorch's CPU kernel in place on device memory, OPENNEURON_HOST_LIBRARY) or
+    "fallback" (copied to the CPU and back)."""
+    kind = _kernel_kind(op_name)
+    if kind == "library" and not host_library_enabled():
+        return "fallback"
+    return kind
+
+
+def _touches_neuron(node: torch.fx.Node) -> bool:
+    def on_neuron(v) -> bool:
+        return isinstance(v, torch.Tensor) and v.device.type == "neuron"
+
+    vals = [node.meta.get("val")]
+    vals += [a.meta.get("val") for a in node.all_input_nodes]
+    for v in vals:
+        items = v if isinstance(v, (list, tuple)) else [v]
+        if any(on_neuron(x) for x in items):
+            return True
+    return False
+
+
+def user_source_line(node: torch.fx.Node) -> str:
+    """'file:line: code' of the innermost user frame in the node's stack trace."""
+    trace = node.meta.get("stack_trace") or ""
+    lines = trace.rstrip().splitlines()
+    for i in range(len(lines) - 1, -1, -1):
+        head = lines[i].strip()
+        if head.startswith("File "):
+            code = lines[i + 1].strip() if i + 1 < len(lines) else ""
+            parts = head.split(",")
+            path = parts[0][len("File "):].strip().strip('"')
+            line = parts[1].strip().removeprefix("line ") if len(parts) > 1 else "?"
+            return f"{path}:{line}: {code}"
+    return ""
+
+
+def missing_lowerings(gm: torch.fx.GraphModule) -> list[MissingLowering]:
+    """The graph's ops on neuron tensors that would run through the CPU fallback, in
+    graph order, each (op, source line) once."""
+    found: dict[tuple[str, str], MissingLowering] = {}
+    for node in gm.graph.nodes:
+        if node.op != "call_function" or not isinstance(node.target, torch._ops.OpOverload):
+            continue
+        name = node.target.name()
+        if kernel_kind(name) != "fallback" or not _touches_neuron(node):
+            continue
+        m = MissingLowering(name, user_source_line(node))
+        found.setdefault((m.op, m.source), m)
+    return list(found.values())
+
+
+def count_ops(gm: torch.fx.GraphModule) -> int:
+    return sum(1 for n in gm.graph.nodes if n.op == "call_function")
+
+
+def library_ops(gm: torch.fx.GraphModule) -> list[str]:
+    """The graph's ops that run through the host library (no lowering of our own)."""
+    return [n.target.name() for n in gm.graph.nodes
+            if n.op == "call_function" and isinstance(n.target, torch._ops.OpOverload)
+            and kernel_kind(n.target.name()) == "library" and _touches_neuron(n)]

@@ -71,6 +71,11 @@ Operand scalar_operand(const c10::Scalar& s, c10::ScalarType compute) {
   return float_operand(real_scalar(s));
 }
 
+void decline_half_types(c10::ScalarType compute, const char* what) {
+  TORCH_CHECK_NOT_IMPLEMENTED(compute != c10::kHalf && compute != c10::kBFloat16, "neuron: ",
+                              what, " in ", compute, " runs PyTorch's CPU kernel");
+}
+
 void launch(compiler::Op op, std::initializer_list<Operand> inputs,
             std::initializer_list<Operand> outputs, std::vector<int64_t> attrs) {
   c10::DeviceIndex device = -1;

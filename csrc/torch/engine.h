@@ -34,6 +34,11 @@ Operand none_operand();
 double real_scalar(const c10::Scalar& s);
 // A Scalar in the kind matching `compute` (integral types take int operands).
 Operand scalar_operand(const c10::Scalar& s, c10::ScalarType compute);
+// Declines the call (c10::NotImplementedError) when `compute` is float16 or bfloat16, so
+// it runs as a host library kernel (PyTorch's CPU kernel in place on device memory) and
+// gives the CPU's results bit for bit. For half-type cases whose CPU results depend on
+// the CPU loop's structure (rsqrt: see ops_math.cpp); `what` names the case.
+void decline_half_types(c10::ScalarType compute, const char* what);
 
 // Runs `op` on the device of the first output tensor, on its current stream.
 void launch(compiler::Op op, std::initializer_list<Operand> inputs,

@@ -75,8 +75,21 @@ c10::ScalarType unary_compute(UnaryKind kind, c10::ScalarType in) {
   return kind == UnaryKind::BoolResult ? in : unary_result(kind, in);
 }
 
+// rsqrt in float16/bfloat16 runs PyTorch's CPU kernel (host library), float32 our own.
+// Ours rounds 1/sqrt(x) once, as the CPU's vectorised loop does; but the scalar tail of
+// that loop (elements past the last full vector: all of a small tensor) rounds sqrt(x) to
+// the half type first, so the CPU's result can be an ulp off ours depending on where an
+// element sits, which rsqrt's gradient (it cubes the result) amplifies beyond tolerance.
+// Running the CPU's own kernel gives its results bit for bit without copying its loop
+// structure. pow(x, -0.5) does the same (ops_transformer.cpp).
+template <Op kOp>
+void decline_half_rsqrt(c10::ScalarType compute) {
+  if constexpr (kOp == Op::Rsqrt) decline_half_types(compute, "rsqrt");
+}
+
 template <Op kOp, UnaryKind kKind>
 at::Tensor unary_fn(const at::Tensor& self) {
+  decline_half_rsqrt<kOp>(unary_compute(kKind, self.scalar_type()));
   const auto dtype = unary_result(kKind, self.scalar_type());
   at::Tensor out = empty_device(self.sizes(), dtype, self.device());
   unary_into(kOp, self, out, unary_compute(kKind, self.scalar_type()));
@@ -86,6 +99,7 @@ at::Tensor unary_fn(const at::Tensor& self) {
 template <Op kOp, UnaryKind kKind>
 at::Tensor& unary_inplace(at::Tensor& self) {
   check_cast(unary_result(kKind, self.scalar_type()), self);
+  decline_half_rsqrt<kOp>(unary_compute(kKind, self.scalar_type()));
   unary_into(kOp, self, self, unary_compute(kKind, self.scalar_type()));
   return self;
 }
@@ -94,6 +108,7 @@ template <Op kOp, UnaryKind kKind>
 at::Tensor& unary_out(const at::Tensor& self, at::Tensor& out) {
   check_out_device(out, self.device(), op_name(kOp));
   check_cast(unary_result(kKind, self.scalar_type()), out);
+  decline_half_rsqrt<kOp>(unary_compute(kKind, self.scalar_type()));
   at::native::resize_output(out, self.sizes());
   unary_into(kOp, self, out, unary_compute(kKind, self.scalar_type()));
   return out;

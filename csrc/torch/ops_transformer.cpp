@@ -825,10 +825,14 @@ Tensor& pow_ts_out(const Tensor& self, const at::Scalar& exp, Tensor& out) {
   TORCH_CHECK(!(c10::isIntegralType(self.scalar_type(), true) && exp.isIntegral(true) && exp.toLong() < 0),
               "Integers to negative integer powers are not allowed.");
   check_cast(compute, out);
+  const double e = exp.toDouble();
+  // In float16/bfloat16, x ** -0.5 is the CPU's rsqrt (or its half-type pow), whose
+  // results depend on the CPU loop's structure: its own kernel runs (host library), as
+  // for rsqrt (ops_math.cpp).
+  if (e == -0.5) decline_half_types(compute, "pow(x, -0.5)");
   at::native::resize_output(out, self.sizes());
   if (out.numel() == 0) return out;
   Tensor x = to_dtype_on_device(self, compute);
-  const double e = exp.toDouble();
   // The Pow engine takes the CPU's shortcuts for 2, 3, 0.5, -0.5, -1 and -2 itself.
   into(out, compute, [&](const Tensor& t) {
     if (e == 1.0) {

@@ -1,5 +1,7 @@
 """Native ops against the CPU reference (the full OpInfo sweep lives in tests/conformance)."""
 
+import math
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -241,3 +243,51 @@ def test_exp_vector_path_equals_the_scalar_path_bit_for_bit(neuron):
     assert torch.equal(contiguous.view(torch.int32), strided.cpu().contiguous().view(torch.int32))
     torch.testing.assert_close(contiguous, torch.exp(vals.view(-1, 16)), rtol=1.3e-6, atol=1e-44,
                                equal_nan=True)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_half_type_rsqrt_and_pow_minus_half_are_the_cpu_kernels_bit_for_bit(neuron, dtype):
+    # In float16/bfloat16, rsqrt and pow(x, -0.5) run PyTorch's CPU kernel in place on
+    # device memory (host library): the CPU rounds sqrt(x) to the half type first in the
+    # scalar tail of its vectorised loop (all of a small tensor) but not in the vector
+    # body, so only its own kernel matches it at every size. float32 keeps our lowering.
+    info = torch.finfo(dtype)
+    min_subnormal = info.smallest_normal * info.eps
+    lo, hi = math.log2(min_subnormal), math.log2(info.max)
+    specials = torch.tensor([0.0, -0.0, math.inf, -1.0, math.nan, min_subnormal, info.max])
+    fns = {
+        "rsqrt": torch.rsqrt,
+        "rsqrt_": lambda t: t.clone().rsqrt_(),
+        "rsqrt.out": lambda t: torch.rsqrt(t, out=torch.empty_like(t)),
+        "pow": lambda t: torch.pow(t, -0.5),
+        "pow_": lambda t: t.clone().pow_(-0.5),
+        "pow.out": lambda t: torch.pow(t, -0.5, out=torch.empty_like(t)),
+    }
+    g = torch.Generator().manual_seed(0)
+    openneuron.reset_library_stats()
+    for n in (7, 33, 100, 4099):
+        # log-uniform over the whole range, subnormals up to the largest finite value, and a
+        # third of the values subnormal
+        e = torch.empty(n).uniform_(lo, hi, generator=g)
+        e[::3] = torch.empty(e[::3].numel()).uniform_(lo, math.log2(info.smallest_normal),
+                                                      generator=g)
+        x = torch.exp2(e)
+        if n > len(specials):
+            x[-len(specials):] = specials
+        x = x.to(dtype)
+        assert (x != 0).logical_and(x.abs() < info.smallest_normal).any(), "no subnormal input"
+        d = x.to(neuron)
+        for name, fn in fns.items():
+            got, want = fn(d).cpu(), fn(x)
+            assert got.dtype == dtype
+            assert torch.equal(got.view(torch.int16), want.view(torch.int16)), (name, n)
+    ran = openneuron.library_stats()  # the CPU fallback would raise here (no_fallback)
+    for op in ("aten::rsqrt", "aten::rsqrt_", "aten::rsqrt.out", "aten::pow.Tensor_Scalar_out"):
+        assert ran.get(op, 0) >= 4, (op, ran)
+
+    # float32 stays on our own lowering
+    openneuron.reset_library_stats()
+    x = torch.rand(100, generator=g) + 0.1
+    torch.testing.assert_close(torch.rsqrt(x.to(neuron)).cpu(), torch.rsqrt(x))
+    torch.testing.assert_close(torch.pow(x.to(neuron), -0.5).cpu(), torch.pow(x, -0.5))
+    assert not any("rsqrt" in op or "pow" in op for op in openneuron.library_stats())

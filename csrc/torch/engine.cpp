@@ -120,6 +120,16 @@ at::Tensor empty_device(at::IntArrayRef sizes, c10::ScalarType dtype, c10::Devic
                                    dtype, std::nullopt);
 }
 
+at::Tensor empty_device_strided(at::IntArrayRef sizes, at::IntArrayRef strides,
+                                c10::ScalarType dtype, c10::Device device) {
+  dtype = narrow_dtype(dtype);
+  c10::DeviceGuard guard(device);
+  constexpr c10::DispatchKeySet ks(c10::DispatchKey::PrivateUse1);
+  return at::detail::empty_strided_generic(sizes, strides,
+                                           c10::GetAllocator(c10::DeviceType::PrivateUse1), ks,
+                                           dtype);
+}
+
 void copy_on_device(const at::Tensor& dst, const at::Tensor& src) {
   if (dst.numel() == 0) return;
   const at::Tensor from = src.expand(dst.sizes());

@@ -46,6 +46,8 @@ void launch(compiler::Op op, std::initializer_list<Operand> inputs,
 
 // Engine-side helpers used by several op families.
 at::Tensor empty_device(at::IntArrayRef sizes, c10::ScalarType dtype, c10::Device device);
+at::Tensor empty_device_strided(at::IntArrayRef sizes, at::IntArrayRef strides,
+                                c10::ScalarType dtype, c10::Device device);
 // A tensor of `dtype` holding t's values (t itself when it already has it).
 at::Tensor to_dtype_on_device(const at::Tensor& t, c10::ScalarType dtype);
 void copy_on_device(const at::Tensor& dst, const at::Tensor& src);  // same device, any dtypes

@@ -13,6 +13,7 @@
 
 #include "bridge.h"
 #include "engine.h"
+#include "output_layout.h"
 #include "native_ops.h"
 #include "op_checks.h"
 
@@ -100,7 +101,7 @@ void act_into(const Act& a, const Tensor& self, std::initializer_list<c10::Scala
 
 Tensor act_fn(const Act& a, const Tensor& self, std::initializer_list<c10::Scalar> coefs) {
   act_check(a, self);
-  Tensor out = empty_device(self.sizes(), self.scalar_type(), self.device());
+  Tensor out = empty_elementwise(self.sizes(), self.scalar_type(), self.device(), {&self});
   act_into(a, self, coefs, out);
   return out;
 }
@@ -211,7 +212,7 @@ Tensor& bwd_into(Op op, const char* name, const Tensor& grad, const Tensor& self
     check_cast(compute, grad_input);
     at::native::resize_output(grad_input, shape);
   } else {
-    grad_input = empty_device(shape, compute, device);
+    grad_input = empty_elementwise(shape, compute, device, {&grad, &self});
   }
   if (grad_input.numel() == 0) return grad_input;
   std::vector<Operand> in{value(grad, compute, shape), value(self, compute, shape)};
@@ -333,7 +334,8 @@ Tensor& math_out(const Tensor& self, Tensor& out) {
 }
 template <class M>
 Tensor math_fn(const Tensor& self) {
-  Tensor out = empty_device({0}, math_result(M::kKind, self.scalar_type()), self.device());
+  Tensor out = empty_elementwise(self.sizes(), math_result(M::kKind, self.scalar_type()),
+                                 self.device(), {&self});
   return math_out<M>(self, out);
 }
 template <class M>
@@ -386,7 +388,7 @@ Tensor& isx_out(const Tensor& self, Tensor& out) {
 }
 template <Op kOp>
 Tensor isx(const Tensor& self) {
-  Tensor out = empty_device(self.sizes(), c10::kBool, self.device());
+  Tensor out = empty_elementwise(self.sizes(), c10::kBool, self.device(), {&self});
   return isx_out<kOp>(self, out);
 }
 
@@ -413,7 +415,8 @@ Tensor fmod_t(const Tensor& a, const Tensor& b) {
   const c10::Device device = common_device("fmod", {&a, &b});
   const auto compute = at::result_type(a, b);
   fmod_check(compute);
-  Tensor out = empty_device(at::infer_size_dimvector(a.sizes(), b.sizes()), compute, device);
+  Tensor out =
+      empty_elementwise(at::infer_size_dimvector(a.sizes(), b.sizes()), compute, device, {&a, &b});
   fmod_into(a, b, out, compute);
   return out;
 }

@@ -12,6 +12,7 @@
 
 #include "bridge.h"
 #include "engine.h"
+#include "output_layout.h"
 #include "native_ops.h"
 #include "op_checks.h"
 
@@ -91,7 +92,7 @@ template <Op kOp, UnaryKind kKind>
 at::Tensor unary_fn(const at::Tensor& self) {
   decline_half_rsqrt<kOp>(unary_compute(kKind, self.scalar_type()));
   const auto dtype = unary_result(kKind, self.scalar_type());
-  at::Tensor out = empty_device(self.sizes(), dtype, self.device());
+  at::Tensor out = empty_elementwise(self.sizes(), dtype, self.device(), {&self});
   unary_into(kOp, self, out, unary_compute(kKind, self.scalar_type()));
   return out;
 }
@@ -121,7 +122,7 @@ int64_t gelu_attr(c10::string_view approximate) {
 }
 
 at::Tensor gelu(const at::Tensor& self, c10::string_view approximate) {
-  at::Tensor out = empty_device(self.sizes(), self.scalar_type(), self.device());
+  at::Tensor out = empty_elementwise(self.sizes(), self.scalar_type(), self.device(), {&self});
   unary_into(Op::Gelu, self, out, self.scalar_type(), {gelu_attr(approximate)});
   return out;
 }
@@ -193,7 +194,8 @@ at::Tensor binary_fn_impl(const at::Tensor& a, const at::Tensor& b,
                           const std::optional<at::Scalar>& alpha) {
   const c10::Device device = common_device(op_name(kOp), {&a, &b});
   const auto compute = binary_compute(kKind, a, b);
-  at::Tensor out = empty_device(broadcast_shape(a, b), binary_result(kKind, compute), device);
+  at::Tensor out =
+      empty_elementwise(broadcast_shape(a, b), binary_result(kKind, compute), device, {&a, &b});
   binary_into(kOp, kKind, a, b, alpha, out, compute);
   return out;
 }
@@ -293,7 +295,7 @@ at::Tensor div_mode(const at::Tensor& a, const at::Tensor& b,
   const Op op = div_op(mode);
   const BinaryKind kind = op == Op::Div ? BinaryKind::TrueDivide : BinaryKind::Arithmetic;
   const auto compute = binary_compute(kind, a, b);
-  at::Tensor out = empty_device(broadcast_shape(a, b), compute, device);
+  at::Tensor out = empty_elementwise(broadcast_shape(a, b), compute, device, {&a, &b});
   binary_into(op, kind, a, b, std::nullopt, out, compute);
   return out;
 }
@@ -314,7 +316,7 @@ at::Tensor backward2(const at::Tensor& grad, const at::Tensor& other) {
   const c10::Device device = common_device(op_name(kOp), {&grad, &other});
   const auto compute = at::result_type(grad, other);
   const auto shape = broadcast_shape(grad, other);
-  at::Tensor out = empty_device(shape, compute, device);
+  at::Tensor out = empty_elementwise(shape, compute, device, {&grad, &other});
   if (out.numel() == 0) return out;
   launch(kOp, {elementwise_operand(grad, compute, shape), elementwise_operand(other, compute, shape)},
          {tensor_operand(out)});
@@ -326,7 +328,7 @@ at::Tensor threshold_backward(const at::Tensor& grad, const at::Tensor& self,
   const c10::Device device = common_device("threshold_backward", {&grad, &self});
   const auto compute = at::result_type(grad, self);
   const auto shape = broadcast_shape(grad, self);
-  at::Tensor out = empty_device(shape, compute, device);
+  at::Tensor out = empty_elementwise(shape, compute, device, {&grad, &self});
   if (out.numel() == 0) return out;
   launch(Op::ThresholdBackward,
          {elementwise_operand(grad, compute, shape), elementwise_operand(self, compute, shape),
@@ -340,7 +342,7 @@ at::Tensor gelu_backward(const at::Tensor& grad, const at::Tensor& self,
   const c10::Device device = common_device("gelu_backward", {&grad, &self});
   const auto compute = at::result_type(grad, self);
   const auto shape = broadcast_shape(grad, self);
-  at::Tensor out = empty_device(shape, compute, device);
+  at::Tensor out = empty_elementwise(shape, compute, device, {&grad, &self});
   if (out.numel() == 0) return out;
   launch(Op::GeluBackward,
          {elementwise_operand(grad, compute, shape), elementwise_operand(self, compute, shape)},
@@ -354,7 +356,7 @@ at::Tensor where_self(const at::Tensor& cond, const at::Tensor& a, const at::Ten
   const c10::Device device = common_device("where", {&cond, &a, &b});
   const auto compute = at::result_type(a, b);
   const auto shape = at::infer_size_dimvector(cond.sizes(), broadcast_shape(a, b));
-  at::Tensor out = empty_device(shape, compute, device);
+  at::Tensor out = empty_elementwise(shape, compute, device, {&cond, &a, &b});
   if (out.numel() == 0) return out;
   launch(Op::Where,
          {elementwise_operand(cond, c10::kBool, shape), elementwise_operand(a, compute, shape),
@@ -383,7 +385,7 @@ at::Tensor addc(const at::Tensor& self, const at::Tensor& t1, const at::Tensor& 
   const c10::Device device = common_device(op_name(kOp), {&self, &t1, &t2});
   const auto compute = at::native::result_type({self, t1, t2});
   const auto shape = at::infer_size_dimvector(self.sizes(), broadcast_shape(t1, t2));
-  at::Tensor out = empty_device(shape, compute, device);
+  at::Tensor out = empty_elementwise(shape, compute, device, {&self, &t1, &t2});
   addc_into<kOp>(self, t1, t2, value, out);
   return out;
 }
@@ -444,7 +446,7 @@ void clamp_into(const at::Tensor& self, const std::optional<at::Scalar>& lo,
 }
 at::Tensor clamp(const at::Tensor& self, const std::optional<at::Scalar>& lo,
                  const std::optional<at::Scalar>& hi) {
-  at::Tensor out = empty_device(self.sizes(), self.scalar_type(), self.device());
+  at::Tensor out = empty_elementwise(self.sizes(), self.scalar_type(), self.device(), {&self});
   clamp_into(self, lo, hi, out);
   return out;
 }

@@ -42,6 +42,7 @@
 
 #include "bridge.h"
 #include "engine.h"
+#include "output_layout.h"
 #include "native_ops.h"
 #include "op_checks.h"
 #include "openneuron/compiler/compiler.h"
@@ -764,8 +765,8 @@ std::tuple<at::Tensor, at::Tensor> native_dropout(const at::Tensor& input, doubl
   TORCH_CHECK(p >= 0 && p <= 1, "dropout probability has to be between 0 and 1, but got ", p);
   TORCH_CHECK_NOT_IMPLEMENTED(is_half_or_float(input.scalar_type()),
                               "neuron: native_dropout for dtype ", input.scalar_type());
-  at::Tensor out = empty_device(input.sizes(), input.scalar_type(), input.device());
-  at::Tensor mask = empty_device(input.sizes(), c10::kBool, input.device());
+  at::Tensor out = empty_elementwise(input.sizes(), input.scalar_type(), input.device(), {&input});
+  at::Tensor mask = empty_elementwise(input.sizes(), c10::kBool, input.device(), {&input});
   auto [seed, offset] = reserve(input.device(), std::nullopt,
                                 kernels::random_extra_offset_increment(
                                     kernels::RandomExtraOp::Dropout, input.numel()));
@@ -779,7 +780,7 @@ at::Tensor native_dropout_backward(const at::Tensor& grad, const at::Tensor& mas
   TORCH_CHECK_NOT_IMPLEMENTED(is_half_or_float(grad.scalar_type()),
                               "neuron: native_dropout_backward for dtype ", grad.scalar_type());
   const auto shape = at::infer_size_dimvector(grad.sizes(), mask.sizes());
-  at::Tensor out = empty_device(shape, grad.scalar_type(), device);
+  at::Tensor out = empty_elementwise(shape, grad.scalar_type(), device, {&grad, &mask});
   if (out.numel() == 0) return out;
   launch(Op::DropoutBackward,
          {tensor_operand(grad.expand(shape)), tensor_operand(mask.expand(shape)),

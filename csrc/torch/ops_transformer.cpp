@@ -16,6 +16,7 @@
 
 #include "bridge.h"
 #include "engine.h"
+#include "output_layout.h"
 #include "native_ops.h"
 #include "op_checks.h"
 
@@ -504,7 +505,7 @@ Tensor& isx_out(const Tensor& self, Tensor& out) {
 }
 template <int kWhich>
 Tensor isx(const Tensor& self) {
-  Tensor out = empty_like_dev(self, c10::kBool);
+  Tensor out = empty_elementwise(self.sizes(), c10::kBool, self.device(), {&self});
   return isx_out<kWhich>(self, out);
 }
 
@@ -951,7 +952,8 @@ Tensor nv_histc(const Tensor& self, int64_t bins, const at::Scalar& min_s, const
 
 Tensor nv_floor_divide(const Tensor& a, const Tensor& b) {
   const c10::Device device = common_device("floor_divide", {&a, &b});
-  Tensor out = empty_device(at::infer_size_dimvector(a.sizes(), b.sizes()), at::result_type(a, b), device);
+  Tensor out = empty_elementwise(at::infer_size_dimvector(a.sizes(), b.sizes()),
+                                 at::result_type(a, b), device, {&a, &b});
   return nv_floor_divide_out(a, b, out);
 }
 Tensor& nv_floor_divide_(Tensor& a, const Tensor& b) { return nv_floor_divide_out(a, b, a); }
@@ -1388,7 +1390,8 @@ Tensor nv_flip(const Tensor& self, at::IntArrayRef dims) {
     const int64_t n = self.size(w);
     Tensor idx = empty_device({1, n}, c10::kLong, self.device());
     launch(Op::Arange, {int_operand(n - 1), int_operand(-1)}, {tensor_operand(idx.view({n}))});
-    Tensor out = empty_like_dev(self, self.scalar_type());
+    // The CPU's flip keeps the input's layout (empty_like, preserve format).
+    Tensor out = empty_elementwise(self.sizes(), self.scalar_type(), self.device(), {&self});
     launch(Op::Index, {tensor_operand(cur), tensor_operand(idx)}, {tensor_operand(out)}, {w});
     cur = out;
   }

@@ -25,7 +25,13 @@ def check(fn, inputs, neuron, dtype=torch.float32, tol=None):
     ref.backward(g)
     got.backward(g.to(neuron))
     for a, b in zip(dev_in, cpu_in):
-        torch.testing.assert_close(a.grad.cpu(), b.grad, **tol)
+        gtol = tol
+        if dtype != torch.float32:
+            # Gradients of weights sum hundreds of products: in half types an element that
+            # cancels to near zero carries the rounding of the large terms (both sides
+            # round, differently per engine), so its tolerance scales with the largest.
+            gtol = dict(rtol=tol["rtol"], atol=max(tol["atol"], 2e-2 * b.grad.abs().max().item()))
+        torch.testing.assert_close(a.grad.cpu(), b.grad, **gtol)
 
 
 CONV2D = [
@@ -145,6 +151,7 @@ def test_conv_transpose_bias_bf16_rounds_once(neuron, nsp):
     fn = {1: F.conv_transpose1d, 2: F.conv_transpose2d, 3: F.conv_transpose3d}[nsp]
     ref = fn(x.float(), w.float(), b.float(), stride=2, padding=1).bfloat16()  # fp32, one rounding
     got = fn(x.to(neuron), w.to(neuron), b.to(neuron), stride=2, padding=1).cpu()
+    # The reference is float32 rounded once, not the CPU's own bf16 kernel: that one
+    # rounds once on AVX-512 hosts but rounds an intermediate on AVX2-only ones.
     assert torch.equal(got, ref)
-    torch.testing.assert_close(got, fn(x, w, b, stride=2, padding=1), rtol=1.6e-2, atol=1e-3)
 

@@ -1,0 +1,50 @@
+"""Fresh results of elementwise ops take the CPU's memory layout (TensorIterator's rule:
+the output follows its inputs' dim order), so code that relies on it (`.view()` after an
+elementwise op on a transposed tensor, compiled graphs built from meta strides) behaves
+as on the CPU."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+x = torch.randn(4, 6, 8)
+
+CASES = {
+    "unary of a transpose": lambda x: x.transpose(0, 1).exp(),
+    "binary, both transposed": lambda x: x.transpose(0, 1) + x.transpose(0, 1),
+    "binary, transposed and broadcast": lambda x: x.transpose(1, 2) + x[0, :, 0:1].t(),
+    "binary, broadcast first": lambda x: x[0, 0] + x.transpose(0, 1),
+    "binary, permuted and contiguous": lambda x: x.permute(2, 0, 1) + x.permute(2, 0, 1).contiguous(),
+    "binary, contiguous and permuted": lambda x: x.permute(2, 0, 1).contiguous() * x.permute(2, 0, 1),
+    "scalar op on a slice": lambda x: x[..., :4] * 2,
+    "neg of a slice": lambda x: -x[..., 4:],
+    "comparison": lambda x: x.permute(2, 0, 1) > 0,
+    "where": lambda x: torch.where(x.transpose(0, 2) > 0, x.transpose(0, 2), 0.0),
+    "gelu": lambda x: F.gelu(x.permute(2, 0, 1)),
+    "silu": lambda x: F.silu(x.permute(2, 0, 1)),
+    "sin": lambda x: x.permute(2, 0, 1).sin(),
+    "isnan": lambda x: x.permute(2, 0, 1).isnan(),
+    "clamp": lambda x: x.permute(2, 0, 1).clamp(min=0),
+    "addcmul": lambda x: torch.addcmul(x.transpose(1, 2), x.transpose(1, 2), x.transpose(1, 2)),
+    "flip": lambda x: x.transpose(0, 2).flip(1),
+    "dropout p=0": lambda x: F.dropout(x.permute(2, 0, 1), 0.0, training=True),
+}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_elementwise_result_has_the_cpus_strides(neuron, name):
+    f = CASES[name]
+    want = f(x)
+    got = f(x.to(neuron))
+    assert got.stride() == want.stride()
+    torch.testing.assert_close(got.cpu(), want)
+
+
+def test_view_after_elementwise_on_a_transposed_tensor_works_as_on_the_cpu(neuron):
+    # [B, L, H, E] seen as [B, H, L, E] (attention heads), scaled, then viewed back.
+    q = torch.randn(2, 5, 3, 4)
+
+    def f(t):
+        return (t.transpose(1, 2) * 0.5).transpose(1, 2).view(2, 5, 12)
+
+    torch.testing.assert_close(f(q.to(neuron)).cpu(), f(q))

@@ -212,7 +212,10 @@ Tensor& bwd_into(Op op, const char* name, const Tensor& grad, const Tensor& self
     check_cast(compute, grad_input);
     at::native::resize_output(grad_input, shape);
   } else {
-    grad_input = empty_elementwise(shape, compute, device, {&grad, &self});
+    // The CPU's leaky_relu_backward iterates (self, grad); the others (grad, self).
+    grad_input = op == Op::LeakyReluBackward
+                     ? empty_elementwise(shape, compute, device, {&self, &grad})
+                     : empty_elementwise(shape, compute, device, {&grad, &self});
   }
   if (grad_input.numel() == 0) return grad_input;
   std::vector<Operand> in{value(grad, compute, shape), value(self, compute, shape)};

@@ -79,10 +79,11 @@ int64_t fused_sdp_choice(const Tensor& q, const Tensor& k, const Tensor& v,
               *why ? why : "the overrideable backend is disabled", ")");
 }
 
-// A tensor of `sizes` whose dims are laid out in the order of `like`'s strides. The
-// layouts PyTorch's meta functions promise (alloc_with_matching_layout, empty_like):
-// compiled graphs take views of these outputs that rely on them.
+// A tensor of `sizes` in `like`'s layout: empty_like's when the sizes agree, else dims
+// ordered by like's strides. The layouts PyTorch's meta functions promise
+// (alloc_with_matching_layout, empty_like): compiled graphs take views that rely on them.
 Tensor empty_with_layout_of(const Tensor& like, at::IntArrayRef sizes) {
+  if (like.sizes().equals(sizes)) return at::empty_like(like);
   const int64_t n = like.dim();
   std::vector<int64_t> order(n);
   std::iota(order.begin(), order.end(), 0);
@@ -165,9 +166,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> sdpa_overrideable_backward(
   TORCH_CHECK_NOT_IMPLEMENTED(!(grad_input_mask[3] && attn_bias.defined()),
                               "neuron: the fused scaled_dot_product_attention has no gradient for "
                               "attn_mask (a mask that requires grad takes the math path)");
-  Tensor gq = empty_with_layout_of(q, q.sizes());
-  Tensor gk = empty_with_layout_of(k, k.sizes());
-  Tensor gv = empty_with_layout_of(v, v.sizes());
+  Tensor gq = at::empty_like(q), gk = at::empty_like(k), gv = at::empty_like(v);
   const bool dropout = dropout_p > 0.0;
   const int64_t seed = dropout ? philox_seed.item<int64_t>() : 0;
   const int64_t offset = dropout ? philox_offset.item<int64_t>() : 0;

@@ -328,7 +328,8 @@ at::Tensor threshold_backward(const at::Tensor& grad, const at::Tensor& self,
   const c10::Device device = common_device("threshold_backward", {&grad, &self});
   const auto compute = at::result_type(grad, self);
   const auto shape = broadcast_shape(grad, self);
-  at::Tensor out = empty_elementwise(shape, compute, device, {&grad, &self});
+  // The CPU iterates (self, grad): self's layout decides.
+  at::Tensor out = empty_elementwise(shape, compute, device, {&self, &grad});
   if (out.numel() == 0) return out;
   launch(Op::ThresholdBackward,
          {elementwise_operand(grad, compute, shape), elementwise_operand(self, compute, shape),

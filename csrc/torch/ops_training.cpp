@@ -353,7 +353,9 @@ bool foreach_fast(std::initializer_list<at::TensorList> lists, bool inplace) {
 std::vector<at::Tensor> empty_like_list(at::TensorList self) {
   std::vector<at::Tensor> out;
   out.reserve(self.size());
-  for (const at::Tensor& t : self) out.push_back(empty_device(t.sizes(), t.scalar_type(), t.device()));
+  for (const at::Tensor& t : self) {
+    out.push_back(empty_elementwise(t.sizes(), t.scalar_type(), t.device(), {&t}));
+  }
   return out;
 }
 
@@ -992,7 +994,12 @@ at::Tensor& loss_forward_into(int64_t kind, const at::Tensor& self, const at::Te
 at::Tensor loss_forward(int64_t kind, const at::Tensor& self, const at::Tensor& target,
                         const std::optional<at::Tensor>& weight, int64_t reduction, double param) {
   const auto dtype = kind == kBce ? self.scalar_type() : at::result_type(self, target);
-  at::Tensor out = empty_device({0}, dtype, self.is_cpu() ? target.device() : self.device());
+  const c10::Device device = self.is_cpu() ? target.device() : self.device();
+  // reduction='none' is elementwise: the result takes the CPU's layout.
+  at::Tensor out = reduction == 0 ? empty_elementwise(at::infer_size_dimvector(self.sizes(),
+                                                                               target.sizes()),
+                                                      dtype, device, {&self, &target})
+                                  : empty_device({0}, dtype, device);
   return loss_forward_into(kind, self, target, weight, reduction, param, out);
 }
 

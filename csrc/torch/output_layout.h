@@ -7,6 +7,7 @@
 #pragma once
 
 #include <ATen/core/Tensor.h>
+#include <c10/core/MemoryFormat.h>
 
 #include <initializer_list>
 #include <numeric>
@@ -42,6 +43,15 @@ inline std::vector<int64_t> elementwise_strides(at::IntArrayRef shape,
   }
   if (first == nullptr) return contiguous;
   if (same_shape && all_contiguous) return contiguous;
+  if (same_shape && (n == 4 || n == 5)) {
+    const auto cl = n == 4 ? at::MemoryFormat::ChannelsLast : at::MemoryFormat::ChannelsLast3d;
+    bool all_cl = true;
+    for (const at::Tensor* t : inputs) {
+      if (t != nullptr && t->defined()) all_cl = all_cl && t->is_contiguous(cl);
+    }
+    if (all_cl) return n == 4 ? c10::get_channels_last_strides_2d(shape)
+                              : c10::get_channels_last_strides_3d(shape);
+  }
   if (same_shape && same_dense_strides) return first->strides().vec();
 
   // Otherwise order the dims by the inputs' strides (broadcast dims say nothing),
@@ -79,6 +89,9 @@ inline std::vector<int64_t> elementwise_strides(at::IntArrayRef shape,
       }
     }
   }
+  bool row_major = true;
+  for (int64_t i = 0; i < n; ++i) row_major = row_major && perm[i] == n - 1 - i;
+  if (row_major) return contiguous;
   std::vector<int64_t> out(n);
   int64_t acc = 1;
   for (int64_t d : perm) {

@@ -204,3 +204,35 @@ def test_in_place_updates_of_inputs_reach_the_caller(neuron):
     want = update(b_cpu, x)
     torch.testing.assert_close(got.cpu(), want)
     torch.testing.assert_close(b_dev.cpu(), b_cpu)
+
+
+def test_structured_op_is_judged_by_its_out_variant(neuron, monkeypatch):
+    # linalg_inv_ex's only device-generic kernel is the generated wrapper calling its out=
+    # variant, which neuron runs through the host library: with that off, it cannot run.
+    monkeypatch.setenv("OPENNEURON_HOST_LIBRARY", "0")
+    f = torch.compile(lambda a: torch.linalg.inv(a) + 1, backend="neuron")
+    with pytest.raises(Exception, match="aten::linalg_inv_ex"):
+        f((torch.eye(3) * 2).to(neuron))
+
+
+def test_ops_inside_higher_order_op_subgraphs_are_checked(neuron, monkeypatch):
+    monkeypatch.setenv("OPENNEURON_HOST_LIBRARY", "0")
+
+    def f(x):
+        return torch.cond(x.sum() > 0, lambda t: cpu_only_cube(t), lambda t: t * 2, (x,))
+
+    with pytest.raises(Exception, match="openneuron_test::cpu_only_cube"):
+        torch.compile(f, backend="neuron", fullgraph=True)(torch.ones(3, device=neuron))
+
+
+def test_inputs_a_native_kernel_declines_are_reported_at_run_time(neuron, monkeypatch):
+    # exp has a native lowering, but not for complex64: eager mode hands such calls to the
+    # host library, or with it off to the CPU fallback; the compiled graph reports that.
+    monkeypatch.setenv("OPENNEURON_HOST_LIBRARY", "0")
+    monkeypatch.setenv("OPENNEURON_FALLBACK", "silent")
+    f = torch.compile(lambda z: torch.exp(z) * 2, backend="neuron")
+    z = torch.randn(4, dtype=torch.complex64)
+    with pytest.warns(UserWarning, match="fallback at run time.*aten::exp"):
+        got = f(z.to(neuron)).cpu()
+    torch.testing.assert_close(got, torch.exp(z) * 2)
+    assert "aten::exp" in torch.neuron.get_dynamo_metrics()["ops_without_lowering"]

@@ -48,3 +48,36 @@ def test_view_after_elementwise_on_a_transposed_tensor_works_as_on_the_cpu(neuro
         return (t.transpose(1, 2) * 0.5).transpose(1, 2).view(2, 5, 12)
 
     torch.testing.assert_close(f(q.to(neuron)).cpu(), f(q))
+
+
+@pytest.mark.parametrize("name", ["threshold_backward", "leaky_relu_backward", "gelu_backward"])
+def test_activation_backward_result_has_the_cpus_strides(neuron, name):
+    grad, self_ = torch.randn(5, 4).t(), torch.randn(4, 5)  # only grad transposed
+    fn = {"threshold_backward": lambda g, s: torch.ops.aten.threshold_backward(g, s, 0.0),
+          "leaky_relu_backward": lambda g, s: torch.ops.aten.leaky_relu_backward(g, s, 0.1, False),
+          "gelu_backward": lambda g, s: torch.ops.aten.gelu_backward(g, s)}[name]
+    want = fn(grad, self_)
+    got = fn(grad.to(neuron), self_.to(neuron))
+    assert got.stride() == want.stride()
+    torch.testing.assert_close(got.cpu(), want)
+
+
+@pytest.mark.parametrize("case", ["zero-size dim", "channels_last", "channels_last size-1 dim",
+                                  "foreach", "mse none"])
+def test_layout_edge_cases_match_the_cpu(neuron, case):
+    if case == "zero-size dim":
+        f, args = (lambda a, b: a + b), [torch.randn(2, 0, 3), torch.randn(3)]
+    elif case == "channels_last":
+        f, args = (lambda a, b: a * b), [torch.randn(2, 3, 4, 5).to(memory_format=torch.channels_last),
+                                         torch.randn(2, 3, 4, 5).to(memory_format=torch.channels_last)]
+    elif case == "channels_last size-1 dim":
+        f, args = (lambda a: a.exp()), [torch.randn(2, 3, 1, 4).to(memory_format=torch.channels_last)]
+    elif case == "foreach":
+        f, args = (lambda a: torch._foreach_exp([a])[0]), [torch.randn(4, 6).t()]
+    else:
+        f, args = (lambda a, b: F.mse_loss(a, b, reduction="none")), [torch.randn(4, 6).t(),
+                                                                    torch.randn(4, 6).t()]
+    want = f(*args)
+    got = f(*[a.to(neuron) for a in args])
+    assert got.stride() == want.stride()
+    torch.testing.assert_close(got.cpu(), want)

@@ -48,6 +48,32 @@ def _missing_message(missing: list[graph_check.MissingLowering]) -> str:
             "(TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION=0).")
 
 
+def _watch_first_call(run: Callable, kind: str, counted: bool) -> Callable:
+    """Runs the graph; on its first call, reports ops that a native kernel declined at
+    run time (an input it does not cover) and that took the CPU fallback, as eager mode
+    would: the fallback warns per op, and the graph is counted in the metrics."""
+    from .. import _C
+
+    first = [True]
+
+    def call(*args):
+        if not first[0]:
+            return run(*args)
+        first[0] = False
+        before = dict(_C.fallback_stats())
+        out = run(*args)
+        after = dict(_C.fallback_stats())
+        ran = sorted(op for op, n in after.items() if n > before.get(op, 0))
+        if ran and not counted:
+            warnings.warn(f"torch.compile(backend='neuron'): a {kind} graph ran ops on the CPU "
+                          f"fallback at run time (inputs their neuron kernels do not cover): "
+                          + ", ".join(ran), stacklevel=2)
+            metrics.record_fallback_graph(ran)
+        return out
+
+    return call
+
+
 def _graph_compiler(kind: str, fallback: bool) -> Callable:
     from torch._functorch._aot_autograd.utils import make_boxed_func
 
@@ -64,7 +90,7 @@ def _graph_compiler(kind: str, fallback: bool) -> Callable:
         metrics.record_compile(kind, graph_check.count_ops(gm),
                                0.0 if nested else time.perf_counter() - start,
                                library_ops=len(graph_check.library_ops(gm)))
-        return make_boxed_func(gm.forward)
+        return make_boxed_func(_watch_first_call(gm.forward, kind, bool(missing)))
 
     return compile_graph
 
@@ -91,10 +117,11 @@ def neuron_backend(gm: torch.fx.GraphModule, example_inputs: list[Any], *,
         inference_compiler=_graph_compiler("inference", fallback),
         keep_inference_input_mutations=True,
     )
+    outer = getattr(_in_backend, "active", False)
     _in_backend.active = True
     try:
         compiled = compiler(gm, example_inputs)
     finally:
-        _in_backend.active = False
+        _in_backend.active = outer
     metrics.record_compile("dynamo", graph_check.count_ops(gm), time.perf_counter() - start)
     return compiled

@@ -18,6 +18,7 @@
 
 #include "bridge.h"
 #include "engine.h"
+#include "output_layout.h"
 #include "openneuron/kernels/kernels.h"
 
 namespace openneuron::bridge {
@@ -84,18 +85,11 @@ int64_t fused_sdp_choice(const Tensor& q, const Tensor& k, const Tensor& v,
 // (alloc_with_matching_layout, empty_like): compiled graphs take views that rely on them.
 Tensor empty_with_layout_of(const Tensor& like, at::IntArrayRef sizes) {
   if (like.sizes().equals(sizes)) return at::empty_like(like);
-  const int64_t n = like.dim();
-  std::vector<int64_t> order(n);
-  std::iota(order.begin(), order.end(), 0);
+  std::vector<int64_t> order(like.dim());  // innermost first; equal strides keep dim order
+  std::iota(order.rbegin(), order.rend(), 0);
   std::stable_sort(order.begin(), order.end(),
-                   [&](int64_t a, int64_t b) { return like.stride(a) > like.stride(b); });
-  std::vector<int64_t> strides(n);
-  int64_t stride = 1;
-  for (int64_t i = n - 1; i >= 0; --i) {
-    strides[order[i]] = stride;
-    stride *= sizes[order[i]];
-  }
-  return at::empty_strided(sizes, strides, like.options());
+                   [&](int64_t a, int64_t b) { return like.stride(a) < like.stride(b); });
+  return at::empty_strided(sizes, strides_in_order(sizes, order), like.options());
 }
 
 double attention_scale(const Tensor& q, std::optional<double> scale) {

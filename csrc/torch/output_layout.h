@@ -10,24 +10,31 @@
 #include <c10/core/MemoryFormat.h>
 
 #include <initializer_list>
-#include <numeric>
 #include <vector>
 
 #include "engine.h"
 
 namespace openneuron::bridge {
 
+// Dense strides for `shape` with the dims laid out in `order`, innermost first.
+inline std::vector<int64_t> strides_in_order(at::IntArrayRef shape,
+                                             const std::vector<int64_t>& order) {
+  std::vector<int64_t> out(shape.size());
+  int64_t acc = 1;
+  for (int64_t d : order) {
+    out[d] = acc;
+    acc *= shape[d];
+  }
+  return out;
+}
+
 // Strides of an output of `shape` over `inputs` (in the op's argument order;
-// undefined tensors are skipped). Contiguous when nothing says otherwise.
+// undefined tensors are skipped), or an empty vector for a contiguous output, the
+// common case, which then costs no allocation (this runs on every op's dispatch).
 inline std::vector<int64_t> elementwise_strides(at::IntArrayRef shape,
                                                 std::initializer_list<const at::Tensor*> inputs) {
   const int64_t n = static_cast<int64_t>(shape.size());
-  std::vector<int64_t> contiguous(n);
-  for (int64_t d = n - 1, acc = 1; d >= 0; --d) {
-    contiguous[d] = acc;
-    acc *= std::max<int64_t>(shape[d], 1);
-  }
-  if (n <= 1) return contiguous;
+  if (n <= 1) return {};
 
   // Every input of the output's shape: contiguous inputs give a contiguous
   // output; dense inputs that agree on their strides give those strides.
@@ -41,8 +48,7 @@ inline std::vector<int64_t> elementwise_strides(at::IntArrayRef shape,
                          (first == nullptr || first->strides().equals(t->strides()));
     if (first == nullptr) first = t;
   }
-  if (first == nullptr) return contiguous;
-  if (same_shape && all_contiguous) return contiguous;
+  if (first == nullptr || (same_shape && all_contiguous)) return {};
   if (same_shape && (n == 4 || n == 5)) {
     const auto cl = n == 4 ? at::MemoryFormat::ChannelsLast : at::MemoryFormat::ChannelsLast3d;
     bool all_cl = true;
@@ -78,27 +84,21 @@ inline std::vector<int64_t> elementwise_strides(at::IntArrayRef shape,
   };
   std::vector<int64_t> perm(n);  // innermost first
   for (int64_t i = 0; i < n; ++i) perm[i] = n - 1 - i;
+  bool row_major = true;
   for (int64_t i = 1; i < n; ++i) {
     for (int64_t j = i - 1, at = i; j >= 0; --j) {
       const int c = order(perm[j], perm[at]);
       if (c > 0) {
         std::swap(perm[j], perm[at]);
         at = j;
+        row_major = false;
       } else if (c < 0) {
         break;
       }
     }
   }
-  bool row_major = true;
-  for (int64_t i = 0; i < n; ++i) row_major = row_major && perm[i] == n - 1 - i;
-  if (row_major) return contiguous;
-  std::vector<int64_t> out(n);
-  int64_t acc = 1;
-  for (int64_t d : perm) {
-    out[d] = acc;
-    acc *= shape[d];
-  }
-  return out;
+  // Row-major keeps the plain contiguous strides (zero-size dims included, as the CPU).
+  return row_major ? std::vector<int64_t>{} : strides_in_order(shape, perm);
 }
 
 // A fresh device tensor for an elementwise result, laid out as above.
@@ -106,7 +106,8 @@ inline at::Tensor empty_elementwise(at::IntArrayRef shape, c10::ScalarType dtype
                                     c10::Device device,
                                     std::initializer_list<const at::Tensor*> inputs) {
   const std::vector<int64_t> strides = elementwise_strides(shape, inputs);
-  return empty_device_strided(shape, strides, dtype, device);
+  return strides.empty() ? empty_device(shape, dtype, device)
+                         : empty_device_strided(shape, strides, dtype, device);
 }
 
 }  // namespace openneuron::bridge

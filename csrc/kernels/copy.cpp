@@ -10,6 +10,49 @@ struct Identity {
   C operator()(C v) const { return v; }
 };
 
+// A copy whose source is transposed against its destination (dim 0 packed in
+// the destination, dim 1 packed in the source): x.t().contiguous(), attention's
+// head permutes. Element-by-element, one side of every pair walks a stride and
+// touches a new cache line per element; in square tiles both sides reuse each
+// line they load.
+template <class U>
+bool copy_transposed(const LoopPlan& pl, char* dst, const char* src) {
+  constexpr int64_t S = sizeof(U);
+  if (pl.ndim < 2 || pl.strides[0][0] != S || pl.strides[1][1] != S || pl.strides[1][0] == S) return false;
+  constexpr int64_t T = 64 / S * 2;  // two cache lines of elements per tile side
+  const int64_t n0 = pl.sizes[0], n1 = pl.sizes[1];
+  if (n0 < T || n1 < T) return false;
+  const int64_t t0 = (n0 + T - 1) / T, t1 = (n1 + T - 1) / T;
+  int64_t outer = 1;
+  for (int d = 2; d < pl.ndim; ++d) outer *= pl.sizes[d];
+  const int64_t dst1 = pl.strides[0][1], src0 = pl.strides[1][0];
+  auto body = [&](int64_t b, int64_t e) {
+    for (int64_t t = b; t < e; ++t) {
+      const int64_t i0 = (t % t0) * T, i1 = (t / t0 % t1) * T;
+      int64_t rem = t / (t0 * t1), od = 0, os = 0;
+      for (int d = 2; d < pl.ndim; ++d) {
+        const int64_t x = rem % pl.sizes[d];
+        rem /= pl.sizes[d];
+        od += x * pl.strides[0][d];
+        os += x * pl.strides[1][d];
+      }
+      const int64_t e0 = std::min(n0, i0 + T), e1 = std::min(n1, i1 + T);
+      // Through a dense tile: the source's rows (and the destination's) are often a
+      // power-of-two bytes apart, so walking one of them across rows would evict
+      // its own lines from the few ways of one cache set.
+      U tile[T][T];
+      for (int64_t j0 = i0; j0 < e0; ++j0)
+        std::memcpy(tile[j0 - i0], src + os + j0 * src0 + i1 * S, (e1 - i1) * S);
+      for (int64_t j1 = i1; j1 < e1; ++j1) {
+        U* d = reinterpret_cast<U*>(dst + od + j1 * dst1) + i0;
+        for (int64_t j0 = 0; j0 < e0 - i0; ++j0) d[j0] = tile[j0][j1 - i1];
+      }
+    }
+  };
+  parallel_for(outer * t0 * t1, std::max<int64_t>(1, kGrain / (T * T)), body);
+  return true;
+}
+
 // Same dtype: move bits (NaN payloads of narrow floats survive).
 template <size_t S>
 int copy_raw(const void* params, const onrt_arg* args, char*, size_t) {
@@ -25,6 +68,7 @@ int copy_raw(const void* params, const onrt_arg* args, char*, size_t) {
     parallel_for(pl.numel, kGrain * 8, body);
     return 0;
   }
+  if (copy_transposed<U>(pl, dst, src)) return 0;
   Elementwise<U, Identity<U>, U>::run(p, args, {U{}}, Identity<U>{});
   return 0;
 }

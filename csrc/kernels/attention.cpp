@@ -74,21 +74,9 @@ ON_INLINE void round_to(float* x, int64_t n) {
   }
 }
 
-// Row max and sum of exp(x - m) in 16 fixed lanes: a single accumulator would
-// serialise every element on the add/max latency (no reassociation without
-// -ffast-math), and fixed lanes keep the result independent of threads.
-inline float row_max(const float* x, int64_t n) {
-  float l[16];
-  for (float& v : l) v = kNegInf;
-  int64_t j = 0;
-  for (; j + 16 <= n; j += 16)
-    for (int k = 0; k < 16; ++k) l[k] = x[j + k] > l[k] ? x[j + k] : l[k];
-  for (; j < n; ++j) l[0] = x[j] > l[0] ? x[j] : l[0];
-  float m = l[0];
-  for (int k = 1; k < 16; ++k) m = l[k] > m ? l[k] : m;
-  return m;
-}
-
+// Sum of exp(x - m) in 16 fixed lanes: a single accumulator would serialise
+// every element on the add latency (no reassociation without -ffast-math), and
+// fixed lanes keep the result independent of threads. Row max: vmath.h.
 // x <- exp(x - m) (0 where x is -inf); returns the sum.
 inline float exp_sum(float* x, int64_t n, float m) {
   float l[16] = {};

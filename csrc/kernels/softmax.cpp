@@ -17,22 +17,6 @@ struct RowIter {
   int64_t size[kMaxDims], st[3][kMaxDims];
 };
 
-// Row max, in independent lanes so the loop vectorises. NaNs are skipped
-// here: a NaN element makes its exp, the row's sum and so every output NaN,
-// which is what the CPU's NaN-propagating max gives as well.
-inline float row_max(const float* a, int64_t n) {
-  constexpr int L = 16;
-  float m[L];
-  for (int l = 0; l < L; ++l) m[l] = -std::numeric_limits<float>::infinity();
-  int64_t j = 0;
-  for (; j + L <= n; j += L)
-    for (int l = 0; l < L; ++l) m[l] = a[j + l] > m[l] ? a[j + l] : m[l];
-  for (; j < n; ++j) m[0] = a[j] > m[0] ? a[j] : m[0];
-  float mx = m[0];
-  for (int l = 1; l < L; ++l) mx = m[l] > mx ? m[l] : mx;
-  return mx;
-}
-
 template <SoftmaxOp OP, class In, class Out>
 int softmax_entry(const void* params, const onrt_arg* args, char*, size_t) {
   const auto& p = *static_cast<const SoftmaxParams*>(params);
@@ -72,6 +56,21 @@ int softmax_entry(const void* params, const onrt_arg* args, char*, size_t) {
       }
       const In* r0 = x0 + o0;
       Out* ro = y + oo;
+      if constexpr (!backward && std::is_same_v<In, float> && std::is_same_v<Out, float>) {
+        if (s0 == 1 && so == 1) {  // float rows in place: no gather pass, same arithmetic
+          const float mx = row_max(r0, D);
+          if constexpr (OP == SoftmaxOp::Softmax) {
+            vexp_shifted(r0, ro, D, mx);
+            const float inv = static_cast<float>(1.0 / lane_sum8(ro, D));
+            for (int64_t j = 0; j < D; ++j) ro[j] *= inv;
+          } else {
+            vexp_shifted(r0, g.data(), D, mx);
+            const float lse = std::log(static_cast<float>(lane_sum8(g.data(), D)));
+            for (int64_t j = 0; j < D; ++j) ro[j] = (r0[j] - mx) - lse;
+          }
+          continue;
+        }
+      }
       for (int64_t j = 0; j < D; ++j) a[j] = load(r0 + j * s0);
       if constexpr (!backward) {
         const float mx = row_max(a.data(), D);

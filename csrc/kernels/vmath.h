@@ -9,7 +9,8 @@
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
-#if defined(__AVX512F__)
+#include <limits>
+#if defined(__AVX__)
 #include <immintrin.h>
 #endif
 
@@ -75,10 +76,39 @@ ON_INLINE __m512 vexp16(__m512 x) {
   res = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, hi, _CMP_GT_OQ), res, _mm512_set1_ps(INFINITY));
   return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), res, x);
 }
+#elif defined(__AVX2__) && defined(__FMA__)
+// vexp on 8 lanes, bit for bit: the same steps in the same order. GCC does
+// vectorise vexp itself, but its if-conversion of the clamps and selects costs
+// a dozen blends per vector; here min/max clamp (NaN lanes are restored at the
+// end) and 2^n is built in two integer steps as in vexp.
+ON_INLINE __m256 vexp8(__m256 x) {
+  const __m256 hi = _mm256_set1_ps(88.7228394f), lo = _mm256_set1_ps(-103.972084f);
+  const __m256 magic = _mm256_set1_ps(12582912.0f);
+  const __m256 xc = _mm256_max_ps(_mm256_min_ps(x, hi), lo);
+  const __m256 fx =
+      _mm256_sub_ps(_mm256_add_ps(_mm256_mul_ps(xc, _mm256_set1_ps(1.44269504088896341f)), magic), magic);
+  __m256 r = _mm256_fnmadd_ps(fx, _mm256_set1_ps(0.693359375f), xc);
+  r = _mm256_fnmadd_ps(fx, _mm256_set1_ps(-2.12194440e-4f), r);
+  const __m256 z = _mm256_mul_ps(r, r);
+  __m256 y = _mm256_fmadd_ps(_mm256_set1_ps(1.9875691500e-4f), r, _mm256_set1_ps(1.3981999507e-3f));
+  y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(8.3334519073e-3f));
+  y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(4.1665795894e-2f));
+  y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.6666665459e-1f));
+  y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(5.0000001201e-1f));
+  y = _mm256_add_ps(_mm256_fmadd_ps(y, z, r), _mm256_set1_ps(1.0f));
+  const __m256i n = _mm256_cvttps_epi32(fx);  // fx is integral: exact
+  const __m256i n1 = _mm256_srai_epi32(n, 1), n2 = _mm256_sub_epi32(n, n1);
+  const __m256i bias = _mm256_set1_epi32(127);
+  const __m256 s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n1, bias), 23));
+  const __m256 s2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n2, bias), 23));
+  __m256 res = _mm256_mul_ps(_mm256_mul_ps(y, s1), s2);
+  res = _mm256_blendv_ps(res, _mm256_set1_ps(INFINITY), _mm256_cmp_ps(x, hi, _CMP_GT_OQ));
+  return _mm256_blendv_ps(res, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+}
 #endif
 
-// The *_blocks functions write the leading whole 16-lane blocks (AVX-512; none
-// without it) and return how many elements they wrote; the caller finishes the
+// The *_blocks functions write the leading whole 16-lane blocks (AVX-512; 8-lane
+// ones with AVX2; none without) and return how many elements they wrote; the caller finishes the
 // rest with the scalar formula they equal bit for bit.
 
 // out[i] = vexp(in[i] - shift).
@@ -87,6 +117,9 @@ inline int64_t vexp_blocks(const float* in, float* out, int64_t n, float shift) 
 #if defined(__AVX512F__)
   const __m512 sh = _mm512_set1_ps(shift);
   for (; i + 16 <= n; i += 16) _mm512_storeu_ps(out + i, vexp16(_mm512_sub_ps(_mm512_loadu_ps(in + i), sh)));
+#elif defined(__AVX2__) && defined(__FMA__)
+  const __m256 sh = _mm256_set1_ps(shift);
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(out + i, vexp8(_mm256_sub_ps(_mm256_loadu_ps(in + i), sh)));
 #endif
   return i;
 }
@@ -94,6 +127,33 @@ inline int64_t vexp_blocks(const float* in, float* out, int64_t n, float shift) 
 // out[i] = vexp(in[i] - shift) for all n.
 inline void vexp_shifted(const float* in, float* out, int64_t n, float shift) {
   for (int64_t i = vexp_blocks(in, out, n, shift); i < n; ++i) out[i] = vexp(in[i] - shift);
+}
+
+// Largest element of a float row; NaNs are skipped (callers get NaN from the
+// row's other arithmetic, as the CPU's NaN-propagating max gives it). Lane m[l]
+// keeps `x > m ? x : m` over its elements: exactly what (v)maxps(x, m) does, so
+// the vector and scalar paths agree bit for bit. GCC does not vectorise a float
+// max reduction itself without -ffast-math.
+inline float row_max(const float* x, int64_t n) {
+  constexpr int L = 16;
+  alignas(32) float m[L];
+  for (float& v : m) v = -std::numeric_limits<float>::infinity();
+  int64_t j = 0;
+#if defined(__AVX__)
+  __m256 m0 = _mm256_load_ps(m), m1 = m0;
+  for (; j + L <= n; j += L) {
+    m0 = _mm256_max_ps(_mm256_loadu_ps(x + j), m0);
+    m1 = _mm256_max_ps(_mm256_loadu_ps(x + j + 8), m1);
+  }
+  _mm256_store_ps(m, m0);
+  _mm256_store_ps(m + 8, m1);
+#endif
+  for (; j + L <= n; j += L)
+    for (int l = 0; l < L; ++l) m[l] = x[j + l] > m[l] ? x[j + l] : m[l];
+  for (; j < n; ++j) m[0] = x[j] > m[0] ? x[j] : m[0];
+  float mx = m[0];
+  for (int l = 1; l < L; ++l) mx = m[l] > mx ? m[l] : mx;
+  return mx;
 }
 
 ON_INLINE float vtanh(float x) {
@@ -176,6 +236,25 @@ inline int64_t vgelu_erf_blocks(const float* in, float* out, int64_t n) {
     __m512 erf = _mm512_or_ps(_mm512_andnot_ps(sign, r), _mm512_and_ps(sign, u));  // copysign
     erf = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(u, u, _CMP_UNORD_Q), erf, u);
     _mm512_storeu_ps(out + i, _mm512_mul_ps(_mm512_mul_ps(x, half), _mm512_add_ps(one, erf)));
+  }
+#elif defined(__AVX2__) && defined(__FMA__)
+  constexpr float kAlpha = static_cast<float>(M_SQRT1_2);
+  const __m256 one = _mm256_set1_ps(1.0f), half = _mm256_set1_ps(0.5f);
+  const __m256 sign = _mm256_set1_ps(-0.0f);
+  for (; i + 8 <= n; i += 8) {
+    const __m256 x = _mm256_loadu_ps(in + i);
+    const __m256 u = _mm256_mul_ps(x, _mm256_set1_ps(kAlpha));
+    const __m256 au = _mm256_andnot_ps(sign, u);
+    const __m256 t = _mm256_div_ps(one, _mm256_fmadd_ps(_mm256_set1_ps(0.3275911f), au, one));
+    __m256 q = _mm256_fmadd_ps(_mm256_set1_ps(1.061405429f), t, _mm256_set1_ps(-1.453152027f));
+    q = _mm256_fmadd_ps(q, t, _mm256_set1_ps(1.421413741f));
+    q = _mm256_fmadd_ps(q, t, _mm256_set1_ps(-0.284496736f));
+    q = _mm256_fmadd_ps(q, t, _mm256_set1_ps(0.254829592f));
+    const __m256 e = vexp8(_mm256_sub_ps(_mm256_setzero_ps(), _mm256_mul_ps(u, u)));
+    const __m256 r = _mm256_fnmadd_ps(_mm256_mul_ps(e, t), q, one);
+    __m256 erf = _mm256_or_ps(_mm256_andnot_ps(sign, r), _mm256_and_ps(sign, u));  // copysign
+    erf = _mm256_blendv_ps(erf, u, _mm256_cmp_ps(u, u, _CMP_UNORD_Q));
+    _mm256_storeu_ps(out + i, _mm256_mul_ps(_mm256_mul_ps(x, half), _mm256_add_ps(one, erf)));
   }
 #endif
   return i;

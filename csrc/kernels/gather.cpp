@@ -304,6 +304,9 @@ int index_entry(const void* params, const onrt_arg* args, char* err, size_t errl
     }
     coff[c] = off;
   }
+  // Offsets stepping back one element at a time (flip, x[..., ::-1]-style indices).
+  bool reversed = m == 1 && count > 1;
+  for (int64_t c = 1; c < count && reversed; ++c) reversed = coff[c] == coff[0] - c;
   std::vector<int64_t> so(npost), vo(npost);
   bool dense = true;
   for (int64_t q = 0; q < npost; ++q) {
@@ -326,7 +329,11 @@ int index_entry(const void* params, const onrt_arg* args, char* err, size_t errl
         pre.offsets(r, o, 2);
         const char* src0 = selfp + o[0] * s;
         char* dst0 = vp + o[1] * s;
-        if (npost == 1) {
+        if (npost == 1 && reversed && vcs == 1) {  // flip of a packed dim: vectorisable
+          const U* sp = reinterpret_cast<const U*>(src0 + so[0] * s) + coff[0];
+          U* dp = reinterpret_cast<U*>(dst0 + vo[0] * s);
+          for (int64_t c = c0; c < c1; ++c) dp[c] = sp[-c];
+        } else if (npost == 1) {
           const int64_t vs = vcs * s, s0 = so[0] * s, v0 = vo[0] * s;
           for (int64_t c = c0; c < c1; ++c) {
             U v;

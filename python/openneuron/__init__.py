@@ -47,12 +47,6 @@ def _load() -> None:
     if current != "neuron":
         torch.utils.rename_privateuse1_backend("neuron")
 
-    # OpenBLAS (float32 GEMM) reads this once, when _C loads it. Its default keeps its
-    # threads spinning ~0.1 s after every GEMM, on the cores the engines and PyTorch's
-    # own CPU ops need next; 2^4 cycles lets them sleep at once. A user's value wins.
-    import os
-
-    os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")
     from . import _C  # noqa: F401  (loading it registers the device's C++ kernels and hooks)
     from . import _device_module, _printing
 

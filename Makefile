@@ -56,7 +56,7 @@ test-cpp: build
 # Torch-free layers again under AddressSanitizer and UndefinedBehaviorSanitizer.
 test-asan: sysdeps | $(VENV)/.deps
 	$(CMAKE) -S . -B $(ASAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DOPENNEURON_BUILD_TORCH=OFF \
-	  -DOPENNEURON_SANITIZE=ON -DPython3_EXECUTABLE=$(abspath $(PY)) -DCMAKE_MAKE_PROGRAM=$(abspath $(VENV)/bin/ninja) > /dev/null
+	  -DOPENNEURON_SANITIZE=ON -DCMAKE_MAKE_PROGRAM=$(abspath $(VENV)/bin/ninja) > /dev/null
 	$(CMAKE) --build $(ASAN_BUILD) -j $(JOBS)
 	ASAN_OPTIONS=detect_leaks=1 $(VENV)/bin/ctest --test-dir $(ASAN_BUILD) --output-on-failure -j $(JOBS)
 

@@ -1,8 +1,6 @@
-// The tensor engine: GEMM through well-kept libraries, never a hand-written
-// one. float32 in plain layouts goes to OpenBLAS (gemm_openblas.cpp); the
-// half types and any other layout to oneDNN's matmul primitive, cached per
-// thread and keyed by everything that shapes it (oneDNN parallelises
-// internally with OpenMP).
+// The tensor engine: GEMM through oneDNN's matmul primitive (never a
+// hand-written GEMM). Primitives are cached per thread, keyed by everything
+// that shapes them; oneDNN parallelises internally with OpenMP.
 #include <dnnl.h>
 
 #include <memory>
@@ -154,7 +152,6 @@ int gemm_entry(const void* params, const onrt_arg* args, char* err, size_t errle
       default: return fail(err, errlen, "gemm: unsupported dtype");
     }
   }
-  if (sgemm_openblas(p, args, static_cast<float>(alpha), static_cast<float>(beta))) return 0;
   Key key;
   std::memset(&key, 0, sizeof key);
   key.dt = p.dtype;

@@ -174,10 +174,6 @@ int pool_threads();  // cached; cheap
 // [c*n/chunks, (c+1)*n/chunks)); pieces run concurrently when the pool is free.
 void run_chunks(int64_t n, int64_t chunks, RangeFn fn);
 
-// float32 GEMM through OpenBLAS when every matrix is a plain row- or
-// column-major view; false (nothing written) for any other problem.
-bool sgemm_openblas(const GemmParams& p, const onrt_arg* args, float alpha, float beta);
-
 // Splits [0, n) over the pool when each thread gets at least `grain` items.
 template <class F>
 inline void parallel_for(int64_t n, int64_t grain, F&& f) {

@@ -74,10 +74,10 @@ ON_INLINE void round_to(float* x, int64_t n) {
   }
 }
 
-// Sum of exp(x - m) in 16 fixed lanes: a single accumulator would serialise
-// every element on the add latency (no reassociation without -ffast-math), and
-// fixed lanes keep the result independent of threads. Row max: vmath.h.
-// x <- exp(x - m) (0 where x is -inf); returns the sum.
+// x <- exp(x - m) (0 where x is -inf); returns the sum, in 16 fixed lanes: a
+// single accumulator would serialise every element on the add latency (no
+// reassociation without -ffast-math), and fixed lanes keep the result
+// independent of threads. The row max m comes from vmath.h's row_max.
 inline float exp_sum(float* x, int64_t n, float m) {
   float l[16] = {};
   int64_t j = 0;

@@ -86,7 +86,6 @@ struct Reducer {
   static A range(const In* base, const Dims& rd, int64_t b, int64_t e) {
     A acc = Cmb::init();
     if (rd.n == 0) return b < e ? Cmb::apply(acc, ld(base)) : acc;
-    if (rd.n == 1) return Cmb::apply(acc, row(base + b * rd.in_stride[0], e - b, rd.in_stride[0]));
     int64_t idx[kMaxDims];
     int64_t rem = b;
     const In* p = base;
@@ -177,11 +176,6 @@ int reduce_entry(const void* params, const onrt_arg* args, char*, size_t) {
   if (!column) {
     // Each output reduces its own (inner) run.
     auto body = [&](int64_t b, int64_t e) {
-      if (kd.n == 1) {  // one kept dim: no index arithmetic per output
-        for (int64_t i = b; i < e; ++i)
-          put(out + i * kd.out_stride[0], Red::full(in + i * kd.in_stride[0], rd), R, count);
-        return;
-      }
       for (int64_t i = b; i < e; ++i) {
         int64_t rem = i, ioff = 0, ooff = 0;
         for (int d = 0; d < kd.n; ++d) {

@@ -2,7 +2,6 @@
 // SoftMaxKernel.cpp formulas and roundings). Each row is gathered into float
 // scratch, so strided dims and half types share one code path; sums
 // accumulate in double.
-#include <limits>
 #include <vector>
 
 #include "internal.h"

@@ -37,6 +37,24 @@ def test_binary_and_ternary(neuron, fn):
     same(fn, X, Y)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int8, torch.int64, torch.bool])
+@pytest.mark.parametrize("make", [
+    lambda a: a.t(),  # 2-D transpose
+    lambda a: a[:130].t(),  # sliced source, sides not a multiple of the tile
+    lambda a: a.view(5, 52, 200).transpose(1, 2),  # batched
+    lambda a: a.view(5, 52, 10, 20).permute(0, 2, 1, 3),  # heads permute, inner run kept
+    lambda a: a.t()[3:150:2],  # strided rows
+    lambda a: a[:, :1].expand(260, 140).t(),  # broadcast source
+])
+def test_transposed_copies_are_exact(neuron, dtype, make):
+    # Sides above every dtype's tile (32-128 elements) exercise the tiled transposed copy.
+    a = (torch.randn(260, 200) * 50).to(dtype)
+    cpu = make(a).contiguous()
+    dev = make(a.to("neuron")).contiguous()
+    assert dev.is_contiguous()
+    assert torch.equal(dev.cpu(), cpu)
+
+
 def test_broadcasting_and_noncontiguous(neuron):
     same(lambda a, r: a + r, X, ROW)
     same(lambda a, r: a.t() * r[:17], X, ROW)

@@ -1,6 +1,7 @@
-// The tensor engine: GEMM through oneDNN's matmul primitive (never a
-// hand-written GEMM). Primitives are cached per thread, keyed by everything
-// that shapes them; oneDNN parallelises internally with OpenMP.
+// The tensor engine: GEMM through well-kept libraries (never a hand-written
+// GEMM). Float32 in BLIS-compatible layouts goes to BLIS (gemm_blis.cpp); the
+// half types and any other layout to oneDNN's matmul primitive, cached per
+// thread and keyed by everything that shapes it (oneDNN threads with OpenMP).
 #include <dnnl.h>
 
 #include <memory>
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "dnnl_context.h"
+#include "gemm_blis.h"
 #include "internal.h"
 
 namespace openneuron::kernels {
@@ -152,6 +154,7 @@ int gemm_entry(const void* params, const onrt_arg* args, char* err, size_t errle
       default: return fail(err, errlen, "gemm: unsupported dtype");
     }
   }
+  if (blis_gemm_applies(p)) return blis_gemm(p, args, static_cast<float>(alpha), static_cast<float>(beta));
   Key key;
   std::memset(&key, 0, sizeof key);
   key.dt = p.dtype;

@@ -96,6 +96,40 @@ def test_matmul_family(neuron, dtype, tol):
     same(torch.bmm, x, y, rtol=tol, atol=tol)
 
 
+# Float32 GEMM goes to BLIS, split over the pool by batch, row blocks or column
+# blocks; other layouts go to oneDNN. Sizes are above the split threshold.
+@pytest.mark.parametrize("name,fn", [
+    ("rows", lambda a, b: a[:96, :130] @ b[:130, :200]),
+    ("columns", lambda a, b: a[:40, :80] @ b[:80, :1000]),
+    ("transposed", lambda a, b: a[:130, :96].t() @ b[:200, :130].t()),
+    ("strided rows", lambda a, b: a[::2, :130] @ b[:130, ::1][:, :300]),
+    ("general strides", lambda a, b: a[::2, ::2][:64, :130] @ b[::2, ::3][:130, :200]),
+    ("vector", lambda a, b: a[:1, :300] @ b[:300, :700]),
+    ("column", lambda a, b: a[:600, :300] @ b[:300, :1]),
+    ("batch 1", lambda a, b: a[:128, :256].unsqueeze(0) @ b[:256, :128].unsqueeze(0)),
+    ("batch", lambda a, b: a[:192, :64].reshape(3, 64, 64) @ b[:192, :100].reshape(3, 64, 100)),
+    ("broadcast batch", lambda a, b: torch.bmm(a[:256, :64].reshape(4, 64, 64),
+                                               b[:64, :200].expand(4, 64, 200))),
+    ("addmm", lambda a, b: torch.addmm(b[:96, :200], a[:96, :130], b[:130, :200], beta=0.5, alpha=-2.0)),
+    ("baddbmm", lambda a, b: torch.baddbmm(b[:64, :100].expand(3, 64, 100), a[:192, :64].reshape(3, 64, 64),
+                                           b[:192, :100].reshape(3, 64, 100), beta=1.5, alpha=0.25)),
+])
+def test_float32_gemm_layouts_match_cpu(neuron, name, fn):
+    g = torch.Generator().manual_seed(0)
+    a, b = torch.randn(1200, 1200, generator=g), torch.randn(1200, 1200, generator=g)
+    same(fn, a, b, rtol=1e-4, atol=1e-4)
+
+
+def test_float32_gemm_beta_zero_ignores_nan_output(neuron):
+    # beta == 0 means C is not read: NaN in `input` or `out` must not leak through.
+    a, b = torch.randn(200, 300), torch.randn(300, 250)
+    nan = torch.full((200, 250), float("nan"))
+    same(lambda c, a, b: torch.addmm(c, a, b, beta=0), nan, a, b, rtol=1e-4, atol=1e-4)
+    out = torch.full((200, 250), float("nan"), device=neuron)
+    torch.mm(a.to(neuron), b.to(neuron), out=out)
+    torch.testing.assert_close(out.cpu(), a @ b, rtol=1e-4, atol=1e-4)
+
+
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 def test_addr_rounds_like_cpu(neuron, dtype):
     # The CPU's addr computes beta*self + (alpha*vec1)*vec2 in the dtype with beta/alpha

@@ -34,7 +34,8 @@ onrt_kernel_fn ternary_kernel(TernaryOp op, DType out, DType in);
 // ReduceParams.
 onrt_kernel_fn reduce_kernel(ReduceOp op, DType out, DType in);
 
-// GemmParams: Float32, BFloat16, Float16 through oneDNN.
+// GemmParams: Float32, BFloat16, Float16 (BLIS for float32 in row- or
+// column-major layouts, oneDNN for the rest).
 onrt_kernel_fn gemm_kernel(DType dtype);
 // Whether oneDNN has a matmul for this dtype on this CPU; when it does not,
 // the compiler computes in Float32 (products of half types are exact there)

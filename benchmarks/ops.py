@@ -207,7 +207,7 @@ def main() -> None:
     if args.threads > 0:
         torch.set_num_threads(args.threads)
     policy = RepetitionPolicy(warmup=2, min_reps=args.reps, max_reps=args.reps, budget_s=0,
-                              min_sample_s=0.03)
+                              min_sample_s=0.03, settle_s=0.02)
     rows = []
     start = time.monotonic()
     for dtype_name in args.dtypes.split(","):

@@ -67,6 +67,8 @@ def describe_repetitions(p: Profile) -> str:
     return (f"models: first call timed apart, {mp['warmup']} more warm-up call(s), then "
             f"{mp['min_reps']}–{mp['max_reps']} interleaved repetitions (about "
             f"{mp['budget_s']:.0f} s of timed work per row; late rows stop at the minimum); "
-            f"ops: {p.ops_reps} repetitions of ≥ 30 ms samples; dispatch: {p.dispatch_rounds} "
+            f"ops: {p.ops_reps} repetitions of ≥ 30 ms samples, each after 20 ms idle (PyTorch's "
+            f"OpenMP workers spin ~10 ms after each op: the next column must not share cores with "
+            f"them); dispatch: {p.dispatch_rounds} "
             f"rounds of {p.dispatch_calls} calls; all_reduce: {p.collective_reps} repetitions "
             "per size")

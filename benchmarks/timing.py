@@ -17,6 +17,10 @@ class RepetitionPolicy:
     max_reps: int = 7
     budget_s: float = 20.0  # target time for all timed repetitions of one row
     min_sample_s: float = 0.0  # repeat a fast call inside one sample until this long
+    # Quiet time before each sample. libgomp's workers (PyTorch's CPU threads) busy-wait
+    # ~10 ms after every parallel region: without a pause the contender timed next shares
+    # the cores with the previous one's spinning threads and is charged for them.
+    settle_s: float = 0.0
 
 
 @dataclass
@@ -101,6 +105,8 @@ def _measure_frozen(results: dict[str, Timing], live: dict[str, Callable[[], obj
         order = names[rep % len(names):] + names[:rep % len(names)]
         for name in order:
             if name in live:
+                if policy.settle_s > 0:
+                    time.sleep(policy.settle_s)
                 t = run(name, results[name].calls_per_sample)
                 if t is not None:
                     results[name].samples.append(t)

@@ -2,6 +2,7 @@
 // the inline (idle stream / launch-blocking) path so both behave identically.
 #include <cstring>
 
+#include "dma.h"
 #include "event.h"
 #include "program.h"
 #include "status.h"
@@ -42,7 +43,7 @@ bool execute_item(WorkItem& item, bool skip, std::string* error) {
                            copy_kind_name(c.kind), c.dst, c.src, c.bytes);
         return false;
       }
-      std::memmove(c.dst, c.src, c.bytes);
+      dma_copy(c.dst, c.src, c.bytes);
       return true;
     }
     case WorkKind::kHostFn: {

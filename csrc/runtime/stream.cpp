@@ -2,6 +2,7 @@
 
 #include <pthread.h>
 
+#include <algorithm>
 #include <chrono>
 
 #include "counters.h"
@@ -122,8 +123,7 @@ onrt_status Stream::submit(WorkItem&& item, bool blocking) {
 
   lock.lock();
   busy_ = false;
-  completed_.store(seq, std::memory_order_release);
-  done_cv_.notify_all();
+  complete_locked(seq);
   if (!queue_.empty() && worker_sleeping_) work_cv_.notify_one();
   if (skip) return take_error_locked(lock);
   if (!ok) return fail(ONRT_ERROR_EXECUTION_FAILED, std::move(error));
@@ -134,7 +134,17 @@ void Stream::wait_until(uint64_t seq) {
   if (reached(seq)) return;
   if (spin_until([&] { return reached(seq); }, kWaiterSpin)) return;
   std::unique_lock<std::mutex> lock(mu_);
-  done_cv_.wait(lock, [&] { return reached(seq); });
+  while (!reached(seq)) {
+    wake_at_ = std::min(wake_at_, seq);
+    done_cv_.wait(lock);
+  }
+}
+
+void Stream::complete_locked(uint64_t seq) {
+  completed_.store(seq, std::memory_order_release);
+  if (seq < wake_at_) return;
+  wake_at_ = UINT64_MAX;  // woken waiters still short of their target re-register
+  done_cv_.notify_all();
 }
 
 onrt_status Stream::synchronize() {
@@ -216,8 +226,7 @@ void Stream::worker_main() {
       error_ = std::move(error);
       has_error_.store(true, std::memory_order_relaxed);
     }
-    completed_.store(seq, std::memory_order_release);
-    done_cv_.notify_all();
+    complete_locked(seq);
   }
 }
 

@@ -52,6 +52,7 @@ class Stream {
   void worker_main();
   void spin_for_work();
   onrt_status take_error_locked(std::unique_lock<std::mutex>& lock);
+  void complete_locked(uint64_t seq);  // publishes seq, wakes the waiters it satisfies
 
   uint32_t magic_ = kMagic;
   const int device_;
@@ -69,6 +70,10 @@ class Stream {
   // inline execution never overlaps queued work.
   bool busy_ = false;
   bool worker_sleeping_ = false;
+  // Smallest sequence number a sleeping synchronizer waits for (under mu_):
+  // completions before it wake no one, so a thread draining a long queue
+  // sleeps through it instead of waking (and taking a core) once per item.
+  uint64_t wake_at_ = UINT64_MAX;
   bool stop_ = false;
   std::atomic<bool> destroyed_{false};
   std::thread worker_;

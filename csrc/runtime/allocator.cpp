@@ -16,6 +16,7 @@ size_t round_up(size_t n, size_t multiple) { return (n + multiple - 1) / multipl
 
 // Requests beyond this are rejected before any arithmetic could overflow.
 constexpr size_t kMaxRequest = size_t{1} << 60;
+constexpr size_t kHugePage = size_t{2} << 20;
 
 // Segment address ranges of every allocator, so a bare pointer leads to its
 // allocator with one shared lock. Intentionally leaked: allocators may outlive
@@ -143,6 +144,7 @@ bool CachingAllocator::new_segment(int pool, size_t size, Stream* stream, Block*
   void* base = mmap(nullptr, size, PROT_READ | PROT_WRITE,
                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (base == MAP_FAILED) return false;
+  if (size >= kHugePage) madvise(base, size, MADV_HUGEPAGE);
   auto* b = new Block(static_cast<char*>(base), size, stream, pool);
   segments_[reinterpret_cast<uintptr_t>(base)] = b;
   register_segment(base, size, this);

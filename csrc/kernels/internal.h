@@ -449,27 +449,36 @@ struct OffsetWalk {
   }
 };
 
-// Adds the leading whole blocks of 512 values of x into the L double lanes and
-// returns how many values it consumed. 64 float lanes first add 8 values each
-// (within 2^-21 relative of exact, far below a half type's rounding and the
-// float32 tolerance of PyTorch's own cascade sum), then go into the double
-// lanes: the double work drops eightfold, and 64 float lanes are several
-// independent vector add chains, so the loop runs at load speed instead of
-// waiting on one chain's latency. The order is fixed: results do not depend on
-// thread count.
-template <int L, class T>
-inline int64_t add_float_blocks(const T* x, int64_t n, double (&lanes)[L]) {
+// Adds the leading whole blocks of 512 values into the L double lanes and
+// returns how many values it consumed. 64 float lanes first add 8 values each,
+// then fold pairwise down to L lanes, each a float sum of at most 11 additions
+// deep (within 2^-20 relative of exact, far below a half type's rounding and
+// the float32 tolerance of PyTorch's own cascade sum); only those L go into
+// double. The double work drops to one vector add per block, and 64 float
+// lanes are several independent vector add chains, so the loop runs at load
+// speed instead of waiting on one chain's latency. The order is fixed: results
+// do not depend on thread count. `value(i)` is the float added for index i
+// (x[i], (x[i] - m)^2, a[i] * b[i], ...).
+template <int L, class F>
+inline int64_t add_float_blocks_of(int64_t n, const F& value, double (&lanes)[L]) {
   constexpr int FL = 64, B = 8;
-  static_assert(FL % L == 0);
+  static_assert(L > 0 && L <= FL && (L & (L - 1)) == 0);
   int64_t j = 0;
   for (; j + FL * B <= n; j += FL * B) {
     float f[FL] = {};
     for (int b = 0; b < B; ++b)
-      for (int k = 0; k < FL; ++k) f[k] += load(x + j + b * FL + k);
-    for (int q = 0; q < FL; q += L)
-      for (int k = 0; k < L; ++k) lanes[k] += f[q + k];
+      for (int k = 0; k < FL; ++k) f[k] += value(j + b * FL + k);
+    // Fold the float lanes pairwise down to L (vector adds), then widen once.
+    for (int q = FL / 2; q >= L; q /= 2)
+      for (int k = 0; k < q; ++k) f[k] += f[k + q];
+    for (int k = 0; k < L; ++k) lanes[k] += f[k];
   }
   return j;
+}
+
+template <int L, class T>
+inline int64_t add_float_blocks(const T* x, int64_t n, double (&lanes)[L]) {
+  return add_float_blocks_of(n, [x](int64_t i) { return static_cast<float>(load(x + i)); }, lanes);
 }
 
 // Double sum of floats in 8 fixed lanes: vectorises, and the order does not

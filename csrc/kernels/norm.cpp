@@ -13,10 +13,10 @@ namespace openneuron::kernels {
 namespace detail {
 namespace {
 
-// Sum of (x - m)^2, in 8 fixed lanes like lane_sum8.
+// Sum of (x - m)^2 and of a*b in 8 fixed lanes, with lane_sum8's float blocks.
 inline double dsumsq(const float* x, int64_t n, float m) {
   double l[8] = {};
-  int64_t j = 0;
+  int64_t j = add_float_blocks_of(n, [x, m](int64_t i) { const float d = x[i] - m; return d * d; }, l);
   for (; j + 8 <= n; j += 8)
     for (int k = 0; k < 8; ++k) {
       const float d = x[j + k] - m;
@@ -28,10 +28,9 @@ inline double dsumsq(const float* x, int64_t n, float m) {
   }
   return ((l[0] + l[4]) + (l[1] + l[5])) + ((l[2] + l[6]) + (l[3] + l[7]));
 }
-// Sum of a*b.
 inline double ddot(const float* a, const float* b, int64_t n) {
   double l[8] = {};
-  int64_t j = 0;
+  int64_t j = add_float_blocks_of(n, [a, b](int64_t i) { return a[i] * b[i]; }, l);
   for (; j + 8 <= n; j += 8)
     for (int k = 0; k < 8; ++k) l[k] += static_cast<double>(a[j + k] * b[j + k]);
   for (; j < n; ++j) l[0] += static_cast<double>(a[j] * b[j]);
@@ -73,7 +72,7 @@ int layer_norm_fwd(const NormParams& p, const onrt_arg* args) {
   const float eps = static_cast<float>(p.eps.as_double(args));
   const bool rms = p.rms;
   auto body = [&](int64_t rb, int64_t re) {
-    std::vector<float> buf(std::is_same_v<T, float> ? 0 : N), ob(N);
+    std::vector<float> buf(std::is_same_v<T, float> ? 0 : N);
     for (int64_t r = rb; r < re; ++r) {
       const float* xf = as_float(x + r * N, N, buf.data());
       float mean = 0.f;
@@ -87,17 +86,16 @@ int layer_norm_fwd(const NormParams& p, const onrt_arg* args) {
       const float rstd = static_cast<float>(1.0 / std::sqrt(var + static_cast<double>(eps)));
       if (mean_o) mean_o[r] = mean;
       if (rstd_o) rstd_o[r] = rstd;
-      float* o = ob.data();
+      T* o = y + r * N;
       if (w && b) {
-        for (int64_t j = 0; j < N; ++j) o[j] = (xf[j] - mean) * rstd * w[j] + b[j];
+        for (int64_t j = 0; j < N; ++j) store(o + j, (xf[j] - mean) * rstd * w[j] + b[j]);
       } else if (w) {
-        for (int64_t j = 0; j < N; ++j) o[j] = (xf[j] - mean) * rstd * w[j];
+        for (int64_t j = 0; j < N; ++j) store(o + j, (xf[j] - mean) * rstd * w[j]);
       } else if (b) {
-        for (int64_t j = 0; j < N; ++j) o[j] = (xf[j] - mean) * rstd + b[j];
+        for (int64_t j = 0; j < N; ++j) store(o + j, (xf[j] - mean) * rstd + b[j]);
       } else {
-        for (int64_t j = 0; j < N; ++j) o[j] = (xf[j] - mean) * rstd;
+        for (int64_t j = 0; j < N; ++j) store(o + j, (xf[j] - mean) * rstd);
       }
-      store_row(y + r * N, o, N);
     }
   };
   parallel_for(M, std::max<int64_t>(1, kGrain / std::max<int64_t>(N, 1)), body);
@@ -178,7 +176,7 @@ int group_norm_fwd(const NormParams& p, const onrt_arg* args) {
   float* rstd_o = tptr<float>(p.out_rstd, args);
   const double eps = p.eps.as_double(args);
   auto body = [&](int64_t rb, int64_t re) {
-    std::vector<float> buf(std::is_same_v<T, float> ? 0 : D), ob(HW);
+    std::vector<float> buf(std::is_same_v<T, float> ? 0 : D);
     for (int64_t r = rb; r < re; ++r) {
       const float* xf = as_float(x + r * D, D, buf.data());
       const float mean = D ? static_cast<float>(lane_sum8(xf, D) / static_cast<double>(D)) : 0.f;
@@ -192,8 +190,8 @@ int group_norm_fwd(const NormParams& p, const onrt_arg* args) {
         const float sc = rstd * (w ? w[c] : 1.f);
         const float sh = (b ? b[c] : 0.f) - mean * sc;
         const float* xc = xf + ci * HW;
-        for (int64_t j = 0; j < HW; ++j) ob[j] = xc[j] * sc + sh;
-        store_row(y + r * D + ci * HW, ob.data(), HW);
+        T* o = y + r * D + ci * HW;
+        for (int64_t j = 0; j < HW; ++j) store(o + j, xc[j] * sc + sh);
       }
     }
   };
@@ -283,17 +281,23 @@ int batch_norm_fwd(const NormParams& p, const onrt_arg* args) {
   const double eps = p.eps.as_double(args);
   const double mom = p.momentum.as_double(args);
   const bool train = p.training;
+  constexpr bool kFloat = std::is_same_v<T, float>;
   auto body = [&](int64_t cb, int64_t ce) {
-    std::vector<float> buf(HW), ob(HW);
+    // Half types: the channel's N rows are converted once, then read by every pass.
+    std::vector<float> buf(kFloat ? 0 : cnt);
     for (int64_t c = cb; c < ce; ++c) {
+      auto row = [&](int64_t n) {
+        return kFloat ? reinterpret_cast<const float*>(x + (n * C + c) * HW) : buf.data() + n * HW;
+      };
+      if constexpr (!kFloat)
+        for (int64_t n = 0; n < N; ++n) as_float(x + (n * C + c) * HW, HW, buf.data() + n * HW);
       float mean, invstd;
       if (train) {
         double s = 0;
-        for (int64_t n = 0; n < N; ++n) s += lane_sum8(as_float(x + (n * C + c) * HW, HW, buf.data()), HW);
+        for (int64_t n = 0; n < N; ++n) s += lane_sum8(row(n), HW);
         mean = cnt ? static_cast<float>(s / static_cast<double>(cnt)) : 0.f;
         double q = 0;
-        for (int64_t n = 0; n < N; ++n)
-          q += dsumsq(as_float(x + (n * C + c) * HW, HW, buf.data()), HW, mean);
+        for (int64_t n = 0; n < N; ++n) q += dsumsq(row(n), HW, mean);
         const double var = cnt ? q / static_cast<double>(cnt) : 0.0;
         invstd = static_cast<float>(1.0 / std::sqrt(var + eps));
         if (mean_o) mean_o[c] = mean;
@@ -310,9 +314,9 @@ int batch_norm_fwd(const NormParams& p, const onrt_arg* args) {
       const float sc = invstd * (w ? w[c] : 1.f);
       const float sh = (b ? b[c] : 0.f) - mean * sc;
       for (int64_t n = 0; n < N; ++n) {
-        const float* xf = as_float(x + (n * C + c) * HW, HW, buf.data());
-        for (int64_t j = 0; j < HW; ++j) ob[j] = xf[j] * sc + sh;
-        store_row(y + (n * C + c) * HW, ob.data(), HW);
+        const float* xf = row(n);
+        T* o = y + (n * C + c) * HW;
+        for (int64_t j = 0; j < HW; ++j) store(o + j, xf[j] * sc + sh);
       }
     }
   };

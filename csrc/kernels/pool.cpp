@@ -82,27 +82,49 @@ int pool_entry(const void* params, const onrt_arg* args, char* err, size_t errle
   };
   if (kind == Pool2dKind::UpsampleBilinear) {
     // Source rows/columns and weights depend on the output coordinate only:
-    // computed once, not per element of every plane (same arithmetic order).
-    std::vector<Linear> lhs(OH), lws(OW);
+    // computed once. Each source row is interpolated along W once (into a
+    // float row, kept while consecutive output rows reuse it), then output
+    // rows blend two such rows: the products and sums are PyTorch's, in its
+    // order, but both loops vectorise (the W pass with gathers).
+    std::vector<Linear> lhs(OH);
     for (int64_t oh = 0; oh < OH; ++oh) lhs[oh] = linear_at(bh, oh, IH, align);
-    for (int64_t ow = 0; ow < OW; ++ow) lws[ow] = linear_at(bw, ow, IW, align);
+    std::vector<int32_t> w_i0(OW), w_i1(OW);
+    std::vector<float> w_l0(OW), w_l1(OW);
+    for (int64_t ow = 0; ow < OW; ++ow) {
+      const Linear lw = linear_at(bw, ow, IW, align);
+      w_i0[ow] = static_cast<int32_t>(lw.i0);
+      w_i1[ow] = static_cast<int32_t>(lw.i1);
+      w_l0[ow] = lw.l0;
+      w_l1[ow] = lw.l1;
+    }
     auto bilinear = [&](int64_t pb, int64_t pe) {
+      std::vector<float> hbuf(2 * OW);
       for (int64_t c = pb; c < pe; ++c) {
         const T* ip = in + c * IH * IW;
         T* op = out + c * OH * OW;
+        int64_t held[2] = {-1, -1};  // source row in each half of hbuf
+        // Row h along W; the row `pin` (the other source row of this output row) stays.
+        auto wpass = [&](int64_t h, int64_t pin) -> const float* {
+          for (int k = 0; k < 2; ++k)
+            if (held[k] == h) return hbuf.data() + k * OW;
+          const int k = held[0] == pin ? 1 : held[1] == pin ? 0 : held[0] < held[1] ? 0 : 1;
+          held[k] = h;
+          float* dst = hbuf.data() + k * OW;
+          const T* r = ip + h * IW;
+          const int32_t* i0 = w_i0.data();
+          const int32_t* i1 = w_i1.data();
+          const float* l0 = w_l0.data();
+          const float* l1 = w_l1.data();
+          for (int64_t ow = 0; ow < OW; ++ow)
+            dst[ow] = l0[ow] * static_cast<float>(load(r + i0[ow])) + l1[ow] * static_cast<float>(load(r + i1[ow]));
+          return dst;
+        };
         for (int64_t oh = 0; oh < OH; ++oh) {
           const Linear lh = lhs[oh];
-          const T* r0 = ip + lh.i0 * IW;
-          const T* r1 = ip + lh.i1 * IW;
+          const float* t0 = wpass(lh.i0, -1);
+          const float* t1 = wpass(lh.i1, lh.i0);
           T* orow = op + oh * OW;
-          for (int64_t ow = 0; ow < OW; ++ow) {
-            const Linear lw = lws[ow];
-            const float v = lh.l0 * (lw.l0 * static_cast<float>(load(r0 + lw.i0)) +
-                                     lw.l1 * static_cast<float>(load(r0 + lw.i1))) +
-                            lh.l1 * (lw.l0 * static_cast<float>(load(r1 + lw.i0)) +
-                                     lw.l1 * static_cast<float>(load(r1 + lw.i1)));
-            store_cvt(orow + ow, v);
-          }
+          for (int64_t ow = 0; ow < OW; ++ow) store_cvt(orow + ow, lh.l0 * t0[ow] + lh.l1 * t1[ow]);
         }
       }
     };

@@ -93,12 +93,17 @@ class WideAccumulator {
 template <class T, class I>
 bool gather_line(T* out, int64_t osd, const T* self, int64_t ssd, const I* x, int64_t xsd,
                  int64_t D, int64_t tsize) {
-  bool ok = true;
-  for (int64_t j = 0; j < D; ++j) {
-    const int64_t v = x[j * xsd];
-    ok &= (v >= 0) & (v < tsize);
+  // Unsigned compare: negative indices wrap above tsize. An integer OR (not a
+  // bool AND) and a unit-stride loop of its own let the check vectorise.
+  const uint64_t limit = static_cast<uint64_t>(tsize);
+  auto out_of_range = [limit](I v) { return static_cast<uint64_t>(static_cast<uint64_t>(static_cast<int64_t>(v)) >= limit); };
+  uint64_t bad = 0;
+  if (xsd == 1) {
+    for (int64_t j = 0; j < D; ++j) bad |= out_of_range(x[j]);
+  } else {
+    for (int64_t j = 0; j < D; ++j) bad |= out_of_range(x[j * xsd]);
   }
-  if (!ok) return false;
+  if (bad) return false;
   if (osd == 1 && ssd == 1 && xsd == 1) {
     for (int64_t j = 0; j < D; ++j) out[j] = self[x[j]];
   } else {

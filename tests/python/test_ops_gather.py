@@ -133,6 +133,15 @@ def test_gather_scatter_errors(neuron):
         x.scatter_reduce(1, torch.zeros(3, 4, dtype=torch.long, device=neuron), x, "max")
     with pytest.raises(RuntimeError, match="out of bounds"):
         torch.gather(x, 1, torch.full((3, 4), 9, device=neuron)).cpu()
+    # One bad index anywhere in a long line, negative or too large, is found.
+    wide = torch.randn(3, 40, device=neuron)
+    for pos, bad in ((0, -1), (17, 40), (38, -(2 ** 40)), (39, 2 ** 33)):
+        idx = torch.randint(0, 40, (3, 40))
+        idx[1, pos] = bad
+        with pytest.raises(RuntimeError, match="out of bounds"):
+            torch.gather(wide, 1, idx.to(neuron)).cpu()
+        idx[1, pos] = 5
+        torch.testing.assert_close(torch.gather(wide, 1, idx.to(neuron)).cpu(), torch.gather(wide.cpu(), 1, idx))
 
 
 def test_index_add_copy(neuron):

@@ -58,23 +58,15 @@ void run_block(const GemmParams& p, const Plan& pl, char* a, char* b, char* c, i
 
 }  // namespace
 
-bool blis_gemm_applies(const GemmParams& p) {
-  auto fits = [](int64_t rows, int64_t cols, const int64_t* st) {
-    int64_t rs = st[1], cs = st[2];
-    return blis_layout(rows, cols, rs, cs);
-  };
-  return p.dtype == DType::Float32 && fits(p.m, p.k, p.a_strides) && fits(p.k, p.n, p.b_strides) &&
-         fits(p.m, p.n, p.c_strides);
-}
-
-int blis_gemm(const GemmParams& p, const onrt_arg* args, float alpha, float beta) {
+bool blis_gemm(const GemmParams& p, const onrt_arg* args, float alpha, float beta) {
+  if (p.dtype != DType::Float32) return false;
   Plan pl;
   const int64_t dims[3][2] = {{p.m, p.k}, {p.k, p.n}, {p.m, p.n}};
   const int64_t* st[3] = {p.a_strides, p.b_strides, p.c_strides};
   for (int i = 0; i < 3; ++i) {
     pl.rs[i] = st[i][1];
     pl.cs[i] = st[i][2];
-    blis_layout(dims[i][0], dims[i][1], pl.rs[i], pl.cs[i]);
+    if (!blis_layout(dims[i][0], dims[i][1], pl.rs[i], pl.cs[i])) return false;
   }
   char* a = p.a.resolve(args);
   char* b = p.b.resolve(args);
@@ -106,7 +98,7 @@ int blis_gemm(const GemmParams& p, const onrt_arg* args, float alpha, float beta
     run_chunks(units, std::min<int64_t>(units, threads), RangeFn(body));
   else
     body(0, units);
-  return 0;
+  return true;
 }
 
 }  // namespace openneuron::kernels::detail

@@ -7,9 +7,9 @@
 
 namespace openneuron::kernels::detail {
 
-// Float32 with each of A, B, C unit-stride along rows or columns.
-bool blis_gemm_applies(const GemmParams& p);
-// C = alpha * A @ B + beta * C per batch item; C is not read when beta == 0.
-int blis_gemm(const GemmParams& p, const onrt_arg* args, float alpha, float beta);
+// C = alpha * A @ B + beta * C per batch item (C is not read when beta == 0)
+// for Float32 with each of A, B, C unit-stride along rows or columns. False,
+// with nothing written, for any other dtype or layout.
+bool blis_gemm(const GemmParams& p, const onrt_arg* args, float alpha, float beta);
 
 }  // namespace openneuron::kernels::detail

@@ -286,8 +286,9 @@ int batch_norm_fwd(const NormParams& p, const onrt_arg* args) {
     // Half types: the channel's N rows are converted once, then read by every pass.
     std::vector<float> buf(kFloat ? 0 : cnt);
     for (int64_t c = cb; c < ce; ++c) {
-      auto row = [&](int64_t n) {
-        return kFloat ? reinterpret_cast<const float*>(x + (n * C + c) * HW) : buf.data() + n * HW;
+      auto row = [&](int64_t n) -> const float* {
+        if constexpr (kFloat) return x + (n * C + c) * HW;
+        else return buf.data() + n * HW;
       };
       if constexpr (!kFloat)
         for (int64_t n = 0; n < N; ++n) as_float(x + (n * C + c) * HW, HW, buf.data() + n * HW);

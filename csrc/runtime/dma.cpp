@@ -7,7 +7,6 @@
 #include <cstring>
 #include <mutex>
 #include <thread>
-#include <vector>
 
 namespace openneuron::runtime {
 namespace {
@@ -49,11 +48,10 @@ class DmaQueues {
 
  private:
   void start_helpers() {
-    if (!threads_.empty()) return;
-    for (int i = 0; i < helpers_; ++i) {
-      threads_.emplace_back([this] { helper_main(); });
-      threads_.back().detach();  // lives for the process, like the stream workers
-    }
+    if (started_) return;
+    started_ = true;
+    for (int i = 0; i < helpers_; ++i)
+      std::thread([this] { helper_main(); }).detach();  // lives for the process, like the stream workers
   }
 
   // Slices are claimed one at a time, so a helper that wakes late takes less.
@@ -88,7 +86,7 @@ class DmaQueues {
   }
 
   int helpers_ = 0;
-  std::vector<std::thread> threads_;
+  bool started_ = false;  // under use_mu_
   std::mutex use_mu_;  // one split copy at a time
   std::mutex mu_;
   std::condition_variable work_cv_, done_cv_;

@@ -268,9 +268,10 @@ inline int64_t vgelu_erf_blocks(const float* in, float* out, int64_t n) {
     q = _mm256_fmadd_ps(q, t, _mm256_set1_ps(-0.284496736f));
     q = _mm256_fmadd_ps(q, t, _mm256_set1_ps(0.254829592f));
     // e below 2^-126 leaves r at exactly 1, so the cheaper exp gives the same bits.
-    const __m256 e = vexp8_nonpositive(_mm256_sub_ps(_mm256_setzero_ps(), _mm256_mul_ps(u, u)));
+    // -(u*u) + 0 rounds once, as 0 - u*u does.
+    const __m256 e = vexp8_nonpositive(_mm256_fnmadd_ps(u, u, _mm256_setzero_ps()));
     const __m256 r = _mm256_fnmadd_ps(_mm256_mul_ps(e, t), q, one);
-    __m256 erf = _mm256_or_ps(_mm256_andnot_ps(sign, r), _mm256_and_ps(sign, u));  // copysign
+    __m256 erf = _mm256_xor_ps(r, _mm256_and_ps(sign, u));  // copysign: r >= 0 or NaN
     erf = _mm256_blendv_ps(erf, u, _mm256_cmp_ps(u, u, _CMP_UNORD_Q));
     _mm256_storeu_ps(out + i, _mm256_mul_ps(_mm256_mul_ps(x, half), _mm256_add_ps(one, erf)));
   }

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -265,6 +266,24 @@ def test_interleaved_timing_records_a_failing_contender_and_goes_on():
     assert len(res["a"].samples) == len(res["b"].samples) == 3
     timed = order[4:]  # after first call and one warm-up each
     assert timed[:2] == ["a", "b"] and timed[2:4] == ["b", "a"]  # order rotates
+
+
+def test_a_stall_during_sample_sizing_does_not_shrink_the_samples():
+    from benchmarks.timing import RepetitionPolicy, measure
+
+    calls = [0]
+
+    def step():  # fast, except that its third call (the first sizing batch) stalls 30 ms
+        calls[0] += 1
+        if calls[0] == 3:
+            time.sleep(0.03)
+
+    policy = RepetitionPolicy(warmup=1, min_reps=2, max_reps=2, budget_s=0, min_sample_s=0.02)
+    res = measure({"a": step}, {"a": lambda: None}, policy)
+    # Sized from the stalled batch, a sample would be a couple of calls; a sample of a
+    # step this fast must take thousands of calls to last 20 ms.
+    assert res["a"].calls_per_sample > 1000
+    assert len(res["a"].samples) == 2
 
 
 def test_model_worker_measures_a_tiny_model_on_cpu_and_neuron(neuron):

@@ -58,12 +58,14 @@ struct Reducer {
   // fixed association order. 16 lanes: with 8, GCC widened half types to
   // double two at a time (xmm), at a third of the memory bandwidth.
   static A row(const In* p, int64_t n, int64_t stride) {
+    if constexpr (kFloatBlocks) {
+      if (stride == 1) return float_row_sum(p, n);
+    }
     if (stride == 1) {
       constexpr int L = 16;
       A lanes[L];
       for (int l = 0; l < L; ++l) lanes[l] = Cmb::init();
       int64_t j = 0;
-      if constexpr (kFloatBlocks) j = add_float_blocks(p, n, lanes);
       for (; j + L <= n; j += L)
         for (int l = 0; l < L; ++l) lanes[l] = Cmb::apply(lanes[l], ld(p + j + l));
       for (; j < n; ++j) lanes[0] = Cmb::apply(lanes[0], ld(p + j));

@@ -493,8 +493,10 @@ inline int64_t add_float_blocks_of(int64_t n, const F& value8, f64x4 (&acc)[L / 
     for (int k = 0; k < 2; ++k) f[k] += f[k + 2];
     if constexpr (L == 8) f[0] += f[1];
     for (int k = 0; k < L / 8; ++k) {
-      acc[2 * k] += __builtin_convertvector(__builtin_shufflevector(f[k], f[k], 0, 1, 2, 3), f64x4);
-      acc[2 * k + 1] += __builtin_convertvector(__builtin_shufflevector(f[k], f[k], 4, 5, 6, 7), f64x4);
+      acc[2 * k] +=
+          __builtin_convertvector(__builtin_shufflevector(f[k], f[k], 0, 1, 2, 3), f64x4);
+      acc[2 * k + 1] +=
+          __builtin_convertvector(__builtin_shufflevector(f[k], f[k], 4, 5, 6, 7), f64x4);
     }
   }
   return j;

@@ -16,7 +16,11 @@ namespace {
 // Sum of (x - m)^2 and of a*b in 8 fixed lanes, with lane_sum8's float blocks.
 inline double dsumsq(const float* x, int64_t n, float m) {
   double l[8] = {};
-  int64_t j = add_float_blocks_of(n, [x, m](int64_t i) { const f32x8 d = load_f32x8(x + i) - m; return d * d; }, l);
+  auto sq = [x, m](int64_t i) {
+    const f32x8 d = load_f32x8(x + i) - m;
+    return d * d;
+  };
+  int64_t j = add_float_blocks_of(n, sq, l);
   for (; j + 8 <= n; j += 8)
     for (int k = 0; k < 8; ++k) {
       const float d = x[j + k] - m;
@@ -30,7 +34,8 @@ inline double dsumsq(const float* x, int64_t n, float m) {
 }
 inline double ddot(const float* a, const float* b, int64_t n) {
   double l[8] = {};
-  int64_t j = add_float_blocks_of(n, [a, b](int64_t i) { return load_f32x8(a + i) * load_f32x8(b + i); }, l);
+  auto prod = [a, b](int64_t i) { return load_f32x8(a + i) * load_f32x8(b + i); };
+  int64_t j = add_float_blocks_of(n, prod, l);
   for (; j + 8 <= n; j += 8)
     for (int k = 0; k < 8; ++k) l[k] += static_cast<double>(a[j + k] * b[j + k]);
   for (; j < n; ++j) l[0] += static_cast<double>(a[j] * b[j]);

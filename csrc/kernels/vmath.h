@@ -119,8 +119,8 @@ ON_INLINE __m256 vexp8(__m256 x) {
 ON_INLINE __m256 vexp8_nonpositive(__m256 x) {
   __m256i n;
   const __m256 y = vexp8_poly(_mm256_max_ps(x, _mm256_set1_ps(-87.3365402f)), n);
-  const __m256 s = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n, _mm256_set1_epi32(127)), 23));
-  return _mm256_mul_ps(y, s);
+  const __m256i biased = _mm256_add_epi32(n, _mm256_set1_epi32(127));
+  return _mm256_mul_ps(y, _mm256_castsi256_ps(_mm256_slli_epi32(biased, 23)));
 }
 #endif
 

@@ -86,28 +86,39 @@ class WideAccumulator {
   int64_t stride_ = 0;
 };
 
-// One gather line: indices checked first (a branch-free pass), then copied
-// without per-element checks so the copy vectorises (AVX-512 gathers when the
-// line is contiguous). Elements are copied as bits, like PyTorch's gather.
-// Returns false if an index is out of range (nothing is written then).
+// One gather line, elements copied as bits like PyTorch's gather, each index
+// range-checked as it is read. A separate vectorised check pass over the line
+// before the copy cost 1.8x on 1024-wide float lines (index streamed twice,
+// C++ loop paired in one process); the copy itself is a scalar load/store
+// either way. Returns false at the first out-of-range index (the line is then
+// partly written, as PyTorch's CPU gather leaves it); the caller reports it.
+constexpr int64_t kPrefetchRowBytes = 32 * 1024;  // an L1 data cache
+
 template <class T, class I>
 bool gather_line(T* out, int64_t osd, const T* self, int64_t ssd, const I* x, int64_t xsd,
                  int64_t D, int64_t tsize) {
-  // Unsigned compare: negative indices wrap above tsize. An integer OR (not a
-  // bool AND) and a unit-stride loop of its own let the check vectorise.
+  // Unsigned compare: negative indices wrap above tsize.
   const uint64_t limit = static_cast<uint64_t>(tsize);
-  auto out_of_range = [limit](I v) { return static_cast<uint64_t>(static_cast<uint64_t>(static_cast<int64_t>(v)) >= limit); };
-  uint64_t bad = 0;
-  if (xsd == 1) {
-    for (int64_t j = 0; j < D; ++j) bad |= out_of_range(x[j]);
-  } else {
-    for (int64_t j = 0; j < D; ++j) bad |= out_of_range(x[j * xsd]);
-  }
-  if (bad) return false;
+  auto in_range = [limit](I v) { return static_cast<uint64_t>(static_cast<int64_t>(v)) < limit; };
   if (osd == 1 && ssd == 1 && xsd == 1) {
-    for (int64_t j = 0; j < D; ++j) out[j] = self[x[j]];
+    // A line that reads most of a small self row in random order would miss on
+    // each of its cache lines in turn; asking for the whole row up front
+    // overlaps those misses (1024x1024 float, 1024-wide rows: ~15% faster).
+    const int64_t row_bytes = tsize * static_cast<int64_t>(sizeof(T));
+    if (row_bytes <= kPrefetchRowBytes && D * 8 >= tsize)
+      for (int64_t b = 0; b < row_bytes; b += 64)
+        __builtin_prefetch(reinterpret_cast<const char*>(self) + b, 0, 3);
+    for (int64_t j = 0; j < D; ++j) {
+      const I v = x[j];
+      if (!in_range(v)) [[unlikely]] return false;
+      out[j] = self[v];
+    }
   } else {
-    for (int64_t j = 0; j < D; ++j) out[j * osd] = self[x[j * xsd] * ssd];
+    for (int64_t j = 0; j < D; ++j) {
+      const I v = x[j * xsd];
+      if (!in_range(v)) [[unlikely]] return false;
+      out[j * osd] = self[v * ssd];
+    }
   }
   return true;
 }

@@ -174,13 +174,16 @@ int pool_threads();  // cached; cheap
 // [c*n/chunks, (c+1)*n/chunks)); pieces run concurrently when the pool is free.
 void run_chunks(int64_t n, int64_t chunks, RangeFn fn);
 
-// Splits [0, n) over the pool when each thread gets at least `grain` items.
+// Splits [0, n) over the pool when each thread gets at least `grain` items,
+// `pieces` contiguous pieces per thread. More than one piece lets a thread
+// that finishes early take the last pieces of one the OS preempted; only for
+// work whose result does not depend on where the pieces are cut.
 template <class F>
-inline void parallel_for(int64_t n, int64_t grain, F&& f) {
+inline void parallel_for(int64_t n, int64_t grain, F&& f, int pieces = 1) {
   if (n <= 0) return;
   const int64_t max_chunks = n / std::max<int64_t>(grain, 1);
   const int threads = max_chunks >= 2 ? pool_threads() : 1;
-  const int64_t chunks = std::min<int64_t>(threads, max_chunks);
+  const int64_t chunks = std::min<int64_t>(threads > 1 ? int64_t{threads} * pieces : 1, max_chunks);
   if (chunks <= 1) {
     f(int64_t{0}, n);
     return;
@@ -231,10 +234,14 @@ inline void walk_range(const LoopPlan& p, char* const* base, int64_t begin, int6
   }
 }
 
+// Elementwise work on 2 cores shares them with the thread issuing the next op:
+// a few pieces per thread keep a preempted thread's share from holding the op.
+inline constexpr int kElementwisePieces = 4;
+
 template <int N, class Row>
 inline void walk(const LoopPlan& p, char* const* base, Row&& row) {
   auto body = [&](int64_t b, int64_t e) { walk_range<N>(p, base, b, e, row); };
-  parallel_for(p.numel, kGrain, body);
+  parallel_for(p.numel, kGrain, body, kElementwisePieces);
 }
 
 // Tiled variant for layouts where an input is contiguous along plan dim 1

@@ -54,9 +54,11 @@ struct Reducer {
 
   static A ld(const In* p) { return static_cast<A>(load(p)); }
 
-  // One contiguous or strided run; several lanes so sums vectorise with a
-  // fixed association order. 16 lanes: with 8, GCC widened half types to
-  // double two at a time (xmm), at a third of the memory bandwidth.
+  // One contiguous or strided run. A contiguous float or half sum goes through
+  // float_row_sum (float blocks, see kFloatBlocks); other contiguous runs keep
+  // several lanes so they vectorise with a fixed association order. 16 lanes:
+  // with 8, GCC widened half types to double two at a time (xmm), at a third
+  // of the memory bandwidth.
   static A row(const In* p, int64_t n, int64_t stride) {
     if constexpr (kFloatBlocks) {
       if (stride == 1) return float_row_sum(p, n);

@@ -271,15 +271,20 @@ def test_interleaved_timing_records_a_failing_contender_and_goes_on():
 def test_a_stall_during_sample_sizing_does_not_shrink_the_samples():
     from benchmarks.timing import RepetitionPolicy, measure
 
-    calls = [0]
+    in_batch, stalls = [0], [0]
 
-    def step():  # fast, except that the first two sizing batches (calls 3 and 5) stall 30 ms
-        calls[0] += 1
-        if calls[0] in (3, 5):
+    def step():  # fast
+        in_batch[0] += 1
+
+    def sync():  # a batch ends: the first two 2-call batches (sizing batches) stall 30 ms
+        if in_batch[0] == 2 and stalls[0] < 2:
+            stalls[0] += 1
             time.sleep(0.03)
+        in_batch[0] = 0
 
     policy = RepetitionPolicy(warmup=1, min_reps=2, max_reps=2, budget_s=0, min_sample_s=0.02)
-    res = measure({"a": step}, {"a": lambda: None}, policy)
+    res = measure({"a": step}, {"a": sync}, policy)
+    assert stalls[0] == 2  # the stalls this test is about did happen
     # Sized from the stalled batch, a sample would be a couple of calls; a sample of a
     # step this fast must take thousands of calls to last 20 ms.
     assert res["a"].calls_per_sample > 1000

@@ -199,7 +199,7 @@ def bench_op(family: str, name: str, spec: OpSpec, dtype: torch.dtype,
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--dtypes", default="float32")
-    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--reps", type=int, default=15)
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--out", required=True)
     ap.add_argument("--families", default="", help="comma-separated subset of FAMILIES")

@@ -3,6 +3,10 @@
 // layouts (broadcast batches, general strides) are copied to contiguous
 // scratch first. Half types without a native oneDNN matmul compute in
 // Float32 and round once, which is what PyTorch's CPU GEMM does too.
+#include <algorithm>
+#include <array>
+#include <utility>
+
 #include "lowering.h"
 
 namespace openneuron::compiler::detail {
@@ -45,6 +49,44 @@ bool blas_strides(const TensorType& t, bool batched, bool is_output, int64_t st[
   st[1] = sr;
   st[2] = sc;
   return true;
+}
+
+// True if the elements of `t` fill exactly numel() adjacent slots in some
+// dimension order (a transposed view of a contiguous tensor, for instance).
+bool dense(const TensorType& t) {
+  std::array<std::pair<int64_t, int64_t>, kMaxDims> dims;  // (stride, size)
+  int n = 0;
+  for (int d = 0; d < t.ndim; ++d)
+    if (t.sizes[d] > 1) dims[n++] = {t.strides[d], t.sizes[d]};
+  std::sort(dims.begin(), dims.begin() + n);
+  int64_t expected = 1;
+  for (int i = 0; i < n; ++i) {
+    if (dims[i].first != expected) return false;
+    expected *= dims[i].second;
+  }
+  return true;
+}
+
+// `r` as dtype `d` for the engine. A dense operand it can read in place keeps
+// its memory order: linear's weight arrives transposed (column-major), and
+// converting it into row-major order would be a transpose, several times
+// slower than the straight conversion.
+Ref engine_operand(LowerCtx& ctx, const Ref& r, DType d, bool batched, int64_t st[3]) {
+  if (r.type.dtype != d && dense(r.type) && blas_strides(r.type, batched, false, st)) {
+    TensorType t = r.type;
+    t.dtype = d;
+    Ref x = ctx.temp(t);
+    emit_copy(ctx, x, r);
+    return x;
+  }
+  Ref x = ctx.as_dtype(r, d);
+  if (!blas_strides(x.type, batched, false, st)) {
+    Ref t = ctx.temp(contiguous_type(d, x.type.ndim, x.type.sizes));
+    emit_copy(ctx, t, x);
+    x = t;
+    blas_strides(x.type, batched, false, st);
+  }
+  return x;
 }
 
 }  // namespace
@@ -94,20 +136,10 @@ void lower_mm(LowerCtx& ctx) {
   if (out.type.numel() == 0) return;
 
   const DType cdt = kernels::gemm_native(dt) ? dt : DType::Float32;
-  auto prepare = [&](const Ref& r, int64_t st[3]) -> Ref {
-    Ref x = ctx.as_dtype(r, cdt);
-    if (!blas_strides(x.type, batched, false, st)) {
-      Ref t = ctx.temp(contiguous_type(cdt, x.type.ndim, x.type.sizes));
-      emit_copy(ctx, t, x);
-      x = t;
-      blas_strides(x.type, batched, false, st);
-    }
-    return x;
-  };
   kernels::GemmParams p;
   ArgMap am;
-  Ref ra = prepare(a, p.a_strides);
-  Ref rb = prepare(b, p.b_strides);
+  Ref ra = engine_operand(ctx, a, cdt, batched, p.a_strides);
+  Ref rb = engine_operand(ctx, b, cdt, batched, p.b_strides);
   Ref rc = out;
   bool c_temp = cdt != dt || !blas_strides(out.type, batched, true, p.c_strides);
   if (c_temp) {

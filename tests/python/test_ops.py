@@ -98,7 +98,7 @@ def test_matmul_family(neuron, dtype, tol):
 
 # Float32 GEMM goes to BLIS, split over the pool by batch, row blocks or column
 # blocks; other layouts go to oneDNN. Sizes are above the split threshold.
-@pytest.mark.parametrize("name,fn", [
+GEMM_LAYOUTS = [
     ("rows", lambda a, b: a[:96, :130] @ b[:130, :200]),
     ("columns", lambda a, b: a[:40, :80] @ b[:80, :1000]),
     ("transposed", lambda a, b: a[:130, :96].t() @ b[:200, :130].t()),
@@ -113,11 +113,28 @@ def test_matmul_family(neuron, dtype, tol):
     ("addmm", lambda a, b: torch.addmm(b[:96, :200], a[:96, :130], b[:130, :200], beta=0.5, alpha=-2.0)),
     ("baddbmm", lambda a, b: torch.baddbmm(b[:64, :100].expand(3, 64, 100), a[:192, :64].reshape(3, 64, 64),
                                            b[:192, :100].reshape(3, 64, 100), beta=1.5, alpha=0.25)),
-])
+    # Dense but not row-major: a linear layer's transposed weight, a permuted batch.
+    ("linear weight", lambda a, b: a[:64, :130] @ b.reshape(-1)[:200 * 130].reshape(200, 130).t()),
+    ("permuted batch", lambda a, b: a[:192, :64].reshape(64, 3, 64).permute(1, 0, 2)
+     @ b.reshape(-1)[:3 * 64 * 50].reshape(64, 3, 50).transpose(0, 1)),
+]
+
+
+@pytest.mark.parametrize("name,fn", GEMM_LAYOUTS)
 def test_float32_gemm_layouts_match_cpu(neuron, name, fn):
     g = torch.Generator().manual_seed(0)
     a, b = torch.randn(1200, 1200, generator=g), torch.randn(1200, 1200, generator=g)
     same(fn, a, b, rtol=1e-4, atol=1e-4)
+
+
+# Half types: oneDNN's half matmul where the host has one, else the float32 engine on
+# converted operands (a dense operand converted in its own memory order), rounded once.
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("name,fn", GEMM_LAYOUTS)
+def test_half_gemm_layouts_match_cpu(neuron, dtype, name, fn):
+    g = torch.Generator().manual_seed(0)
+    a, b = (torch.randn(1200, 1200, generator=g).to(dtype) for _ in range(2))
+    same(fn, a, b, rtol=2e-2, atol=1e-1)
 
 
 def test_float32_gemm_beta_zero_ignores_nan_output(neuron):

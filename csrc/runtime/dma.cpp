@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <cstring>
@@ -15,6 +16,7 @@ namespace {
 constexpr size_t kSplitBytes = size_t{4} << 20;
 constexpr size_t kSliceBytes = size_t{1} << 20;
 constexpr int kMaxQueues = 8;
+constexpr auto kHelperSpin = std::chrono::microseconds(50);
 
 class DmaQueues {
  public:
@@ -37,7 +39,7 @@ class DmaQueues {
       slices_ = slices;
       next_.store(0, std::memory_order_relaxed);
       left_ = slices;
-      ++generation_;
+      generation_.fetch_add(1, std::memory_order_release);
     }
     work_cv_.notify_all();
     run_slices();
@@ -72,10 +74,17 @@ class DmaQueues {
 
   void helper_main() {
     uint64_t seen = 0;
-    std::unique_lock<std::mutex> lk(mu_);
     for (;;) {
-      work_cv_.wait(lk, [&] { return generation_ != seen; });
-      seen = generation_;
+      // Copies come in runs (a batch of outputs read back, a checkpoint): poll
+      // for the next one briefly before sleeping, so it does not start with a
+      // futex wake-up (tens of microseconds on a VM) of its helpers.
+      const auto limit = std::chrono::steady_clock::now() + kHelperSpin;
+      while (generation_.load(std::memory_order_acquire) == seen &&
+             std::chrono::steady_clock::now() < limit)
+        std::this_thread::yield();
+      std::unique_lock<std::mutex> lk(mu_);
+      work_cv_.wait(lk, [&] { return generation_.load(std::memory_order_relaxed) != seen; });
+      seen = generation_.load(std::memory_order_relaxed);
       if (left_ == 0) continue;  // the caller finished before this helper woke
       ++active_;
       lk.unlock();
@@ -90,7 +99,7 @@ class DmaQueues {
   std::mutex use_mu_;  // one split copy at a time
   std::mutex mu_;
   std::condition_variable work_cv_, done_cv_;
-  uint64_t generation_ = 0;
+  std::atomic<uint64_t> generation_{0};  // written under mu_, polled without it
   char* dst_ = nullptr;
   const char* src_ = nullptr;
   size_t bytes_ = 0, slices_ = 0, left_ = 0;

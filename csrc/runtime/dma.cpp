@@ -9,6 +9,8 @@
 #include <mutex>
 #include <thread>
 
+#include "spin.h"
+
 namespace openneuron::runtime {
 namespace {
 
@@ -78,10 +80,7 @@ class DmaQueues {
       // Copies come in runs (a batch of outputs read back, a checkpoint): poll
       // for the next one briefly before sleeping, so it does not start with a
       // futex wake-up (tens of microseconds on a VM) of its helpers.
-      const auto limit = std::chrono::steady_clock::now() + kHelperSpin;
-      while (generation_.load(std::memory_order_acquire) == seen &&
-             std::chrono::steady_clock::now() < limit)
-        std::this_thread::yield();
+      spin_until([&] { return generation_.load(std::memory_order_acquire) != seen; }, kHelperSpin);
       std::unique_lock<std::mutex> lk(mu_);
       work_cv_.wait(lk, [&] { return generation_.load(std::memory_order_relaxed) != seen; });
       seen = generation_.load(std::memory_order_relaxed);

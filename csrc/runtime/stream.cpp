@@ -6,16 +6,8 @@
 #include <chrono>
 
 #include "counters.h"
+#include "spin.h"
 #include "status.h"
-
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#define ONRT_CPU_RELAX() _mm_pause()
-#elif defined(__aarch64__)
-#define ONRT_CPU_RELAX() asm volatile("yield")
-#else
-#define ONRT_CPU_RELAX() std::this_thread::yield()
-#endif
 
 namespace openneuron::runtime {
 namespace {
@@ -26,18 +18,6 @@ namespace {
 constexpr auto kWorkerSpin = std::chrono::microseconds(40);
 // Synchronizing threads poll briefly for tiny programs to finish before sleeping.
 constexpr auto kWaiterSpin = std::chrono::microseconds(20);
-
-template <typename Done>
-bool spin_until(Done done, std::chrono::microseconds budget) {
-  auto deadline = std::chrono::steady_clock::now() + budget;
-  for (;;) {
-    for (int i = 0; i < 64; ++i) {
-      if (done()) return true;
-      ONRT_CPU_RELAX();
-    }
-    if (std::chrono::steady_clock::now() >= deadline) return done();
-  }
-}
 
 }  // namespace
 

@@ -13,7 +13,7 @@ SYSTEM_PACKAGES := libdnnl-dev=2.6.3-1 libblis-serial-dev=0.9.0-1 libgtest-dev c
 
 
 .PHONY: coverage
-.PHONY: all build demo test test-cpp test-asan test-python sysdeps clean
+.PHONY: all build demo test lint test-cpp test-asan test-python sysdeps clean
 
 all: build
 
@@ -49,7 +49,13 @@ build: sysdeps $(BUILD)/build.ninja
 demo: build
 	$(PY) examples/demo.py
 
-test: test-cpp test-asan test-python test-conformance-fast
+# lint first: it needs neither the venv nor a build, and fails in a second.
+test: lint test-cpp test-asan test-python test-conformance-fast
+
+# The layering of csrc/ (tools/check_layering.py): which layer may include which, torch
+# headers only in csrc/torch, no file over 900 lines without a listed reason.
+lint:
+	python3 tools/check_layering.py
 
 test-cpp: build
 	$(VENV)/bin/ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)

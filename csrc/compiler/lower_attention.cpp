@@ -2,8 +2,6 @@
 // memory-efficient attention engine. The engine reads any layout whose last
 // dim is dense, so the usual [B, L, H, E] -> [B, H, L, E] transposed views go
 // in without copies; other layouts and dtypes go through scratch temporaries.
-#include <utility>
-
 #include "lowering.h"
 
 namespace openneuron::compiler::detail {
@@ -15,13 +13,6 @@ using kernels::AttentionParams;
 // in L2 next to its Q, K and V tiles. The backward keeps two such tiles
 // (probabilities and their gradient), hence its smaller key blocks.
 constexpr int64_t kBlockQ = 64, kBlockKForward = 256, kBlockKBackward = 128;
-
-struct Writeback {
-  std::vector<std::pair<Ref, Ref>> copies;  // (dst, src)
-  void flush(LowerCtx& ctx) {
-    for (auto& [dst, src] : copies) emit_copy(ctx, dst, src);
-  }
-};
 
 bool last_dim_dense(const TensorType& t) {
   return t.ndim == 0 || t.sizes[t.ndim - 1] <= 1 || t.strides[t.ndim - 1] == 1;
@@ -55,11 +46,6 @@ void expect_sizes(LowerCtx& ctx, const Ref& r, std::initializer_list<int64_t> si
   int d = 0;
   for (int64_t s : sizes) ok = ok && r.type.sizes[d++] == s;
   if (!ok) ctx.fail(std::string(what) + " has unexpected sizes " + describe(r.type));
-}
-
-ScalarArg scalar_in(LowerCtx& ctx, ArgMap& am, const Ref& r, const char* what) {
-  if (!r.is_scalar()) ctx.fail(std::string(what) + " must be a scalar");
-  return am.scalar(r);
 }
 
 }  // namespace
@@ -106,10 +92,10 @@ void lower_attention(LowerCtx& ctx) {
   p.block_q = kBlockQ;
   p.block_k = backward ? kBlockKBackward : kBlockKForward;
   const int si = base + (backward ? 6 : 4);  // first scalar
-  p.scale = scalar_in(ctx, am, ctx.in(si), "scale");
-  p.dropout_p = scalar_in(ctx, am, ctx.in(si + 1), "dropout_p");
-  p.seed = scalar_in(ctx, am, ctx.in(si + 2), "seed");
-  p.offset = scalar_in(ctx, am, ctx.in(si + 3), "offset");
+  p.scale = scalar_arg(ctx, am, ctx.in(si), "scale");
+  p.dropout_p = scalar_arg(ctx, am, ctx.in(si + 1), "dropout_p");
+  p.seed = scalar_arg(ctx, am, ctx.in(si + 2), "seed");
+  p.offset = scalar_arg(ctx, am, ctx.in(si + 3), "offset");
 
   Ref mask;
   const Ref& m0 = ctx.in(si - 1);

@@ -1,7 +1,38 @@
-// Lowerings of the creation ops: arange and the RNG family.
+// Lowerings of creation and copy: Copy (dtype conversion, any layout), Fill
+// and Arange, and the emit_copy/emit_fill helpers every lowering uses to move
+// data between its outputs and engine-layout temporaries.
 #include "lowering.h"
 
 namespace openneuron::compiler::detail {
+
+void emit_copy(LowerCtx& ctx, const Ref& dst, const Ref& src) {
+  if (src.is_scalar()) return emit_fill(ctx, dst, src);
+  onrt_kernel_fn fn = kernels::copy_kernel(dst.type.dtype, src.type.dtype);
+  if (!fn)
+    ctx.fail(std::string("unsupported dtype conversion ") + dtype_name(src.type.dtype) + " -> " +
+             dtype_name(dst.type.dtype));
+  emit_elementwise(ctx, "copy", fn, 0, dst, {src});
+}
+
+void emit_fill(LowerCtx& ctx, const Ref& dst, const Ref& value) {
+  onrt_kernel_fn fn = kernels::fill_kernel(dst.type.dtype);
+  if (!fn) ctx.fail(std::string("unsupported dtype ") + dtype_name(dst.type.dtype));
+  emit_elementwise(ctx, "fill", fn, 0, dst, {value});
+}
+
+void lower_copy(LowerCtx& ctx) {
+  ctx.expect_counts(1, 1);
+  const Ref& in = ctx.in(0);
+  if (in.is_none()) ctx.fail("input is missing");
+  ctx.expect_same_sizes(in, ctx.out(0).type, "input");
+  emit_copy(ctx, ctx.out(0), in);
+}
+
+void lower_fill(LowerCtx& ctx) {
+  ctx.expect_counts(1, 1);
+  if (!ctx.in(0).is_scalar()) ctx.fail("value must be a scalar");
+  emit_fill(ctx, ctx.out(0), ctx.in(0));
+}
 
 void lower_arange(LowerCtx& ctx) {
   ctx.expect_counts(2, 1);
@@ -17,37 +48,6 @@ void lower_arange(LowerCtx& ctx) {
   p.step = am.scalar(ctx.in(1));
   p.out = am.tensor(out);
   ctx.emit("Arange", fn, p, am);
-}
-
-void lower_random(LowerCtx& ctx) {
-  kernels::RandomParams p;
-  int nparams = 2;
-  switch (ctx.op()) {
-    case Op::Uniform: p.op = kernels::RandomOp::Uniform; break;
-    case Op::Normal: p.op = kernels::RandomOp::Normal; break;
-    case Op::Bernoulli: p.op = kernels::RandomOp::Bernoulli; nparams = 1; break;
-    case Op::RandInt: p.op = kernels::RandomOp::RandInt; break;
-    default: ctx.fail("not a random op");
-  }
-  ctx.expect_counts(2 + nparams, 1);
-  for (int i = 0; i < 2 + nparams; ++i)
-    if (!ctx.in(i).is_scalar()) ctx.fail("operand " + std::to_string(i) + " must be a scalar");
-  if (ctx.in(0).kind != ValueKind::ScalarInt || ctx.in(1).kind != ValueKind::ScalarInt)
-    ctx.fail("seed and offset must be integer scalars");
-  const Ref& out = ctx.out(0);
-  onrt_kernel_fn fn = kernels::random_kernel(p.op, out.type.dtype);
-  if (!fn) ctx.fail(std::string("unsupported dtype ") + dtype_name(out.type.dtype));
-  for (int d = 0; d < out.type.ndim; ++d)
-    if (out.type.sizes[d] > 1 && out.type.strides[d] == 0)
-      ctx.fail("output has overlapping elements (stride 0)");
-  if (out.type.numel() == 0) return;
-  ArgMap am;
-  p.seed = am.scalar(ctx.in(0));
-  p.offset = am.scalar(ctx.in(1));
-  p.a = am.scalar(ctx.in(2));
-  if (nparams > 1) p.b = am.scalar(ctx.in(3));
-  p.out = am.tensor(out);
-  ctx.emit(op_name(ctx.op()), fn, p, am);
 }
 
 }  // namespace openneuron::compiler::detail

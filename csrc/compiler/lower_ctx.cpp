@@ -183,6 +183,13 @@ void LowerCtx::expect_counts(int nin_min, int nin_max, int nout) const {
     if (!out(i).is_tensor()) fail("output " + std::to_string(i) + " must be a tensor");
 }
 
+int LowerCtx::wrap_dim(int64_t dim, int ndim) const {
+  const int n = std::max(ndim, 1);
+  if (dim < -n || dim >= n)
+    fail("dim " + std::to_string(dim) + " out of range for " + std::to_string(ndim) + " dims");
+  return static_cast<int>(dim < 0 ? dim + n : dim);
+}
+
 void LowerCtx::expect_tensor(const Ref& r, const char* what) const {
   if (!r.is_tensor()) fail(std::string(what) + " must be a tensor");
 }
@@ -191,6 +198,11 @@ void LowerCtx::expect_same_sizes(const Ref& a, const TensorType& like, const cha
   if (a.is_tensor() && !same_sizes(a.type, like))
     fail(std::string(what) + " has sizes " + describe(a.type) + ", expected those of " +
          describe(like));
+}
+
+ScalarArg scalar_arg(LowerCtx& ctx, ArgMap& am, const Ref& r, const char* what) {
+  if (!r.is_scalar()) ctx.fail(std::string(what) + " must be a scalar");
+  return am.scalar(r);
 }
 
 }  // namespace openneuron::compiler::detail

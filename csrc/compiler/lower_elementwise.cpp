@@ -1,5 +1,7 @@
-// Lowerings of the elementwise ops: copy/fill, unary, binary, comparisons,
-// logical/bitwise, elementwise backward ops.
+// Lowerings of the elementwise ops: unary, binary, comparisons,
+// logical/bitwise, ternary (where, addcmul/addcdiv, lerp, clamp) and the
+// elementwise backward ops; emit_elementwise, which every elementwise-engine
+// instruction goes through.
 #include <limits>
 
 #include "lowering.h"
@@ -53,21 +55,6 @@ void emit_elementwise(LowerCtx& ctx, const char* name, onrt_kernel_fn fn, uint16
   }
   p.plan = kernels::make_loop_plan(types, static_cast<int>(ins.size()) + 1);
   ctx.emit(name, fn, p, am);
-}
-
-void emit_copy(LowerCtx& ctx, const Ref& dst, const Ref& src) {
-  if (src.is_scalar()) return emit_fill(ctx, dst, src);
-  onrt_kernel_fn fn = kernels::copy_kernel(dst.type.dtype, src.type.dtype);
-  if (!fn)
-    ctx.fail(std::string("unsupported dtype conversion ") + dtype_name(src.type.dtype) + " -> " +
-             dtype_name(dst.type.dtype));
-  emit_elementwise(ctx, "copy", fn, 0, dst, {src});
-}
-
-void emit_fill(LowerCtx& ctx, const Ref& dst, const Ref& value) {
-  onrt_kernel_fn fn = kernels::fill_kernel(dst.type.dtype);
-  if (!fn) ctx.fail(std::string("unsupported dtype ") + dtype_name(dst.type.dtype));
-  emit_elementwise(ctx, "fill", fn, 0, dst, {value});
 }
 
 namespace {
@@ -135,20 +122,6 @@ void emit_bool_result(LowerCtx& ctx, const char* name, onrt_kernel_fn fn, uint16
 }
 
 }  // namespace
-
-void lower_copy(LowerCtx& ctx) {
-  ctx.expect_counts(1, 1);
-  const Ref& in = ctx.in(0);
-  if (in.is_none()) ctx.fail("input is missing");
-  ctx.expect_same_sizes(in, ctx.out(0).type, "input");
-  emit_copy(ctx, ctx.out(0), in);
-}
-
-void lower_fill(LowerCtx& ctx) {
-  ctx.expect_counts(1, 1);
-  if (!ctx.in(0).is_scalar()) ctx.fail("value must be a scalar");
-  emit_fill(ctx, ctx.out(0), ctx.in(0));
-}
 
 void lower_unary(LowerCtx& ctx) {
   ctx.expect_counts(1, 1);

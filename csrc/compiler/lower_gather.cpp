@@ -1,17 +1,10 @@
-// Lowerings of the gather/scatter engine: gather, scatter (+ reductions),
-// index_add/copy, advanced indexing (index / index_put), sort/topk, nonzero
-// and isin.
+// Lowerings of the gather and index family: gather, scatter (+ reductions),
+// index_add/copy, advanced indexing (index / index_put), index_select,
+// embedding backward, sort/topk, nonzero and isin.
 #include "lowering.h"
 
 namespace openneuron::compiler::detail {
 namespace {
-
-int wrap_dim(LowerCtx& ctx, int64_t dim, int ndim) {
-  const int n = std::max(ndim, 1);
-  if (dim < -n || dim >= n)
-    ctx.fail("dim " + std::to_string(dim) + " out of range for " + std::to_string(ndim) + " dims");
-  return static_cast<int>(dim < 0 ? dim + n : dim);
-}
 
 void expect_index_dtype(LowerCtx& ctx, const Ref& r, bool allow32) {
   ctx.expect_tensor(r, "index");
@@ -37,7 +30,7 @@ void lower_scatter(LowerCtx& ctx) {
   const bool index_op = op == Op::IndexAdd || op == Op::IndexCopy;
   expect_index_dtype(ctx, index, index_op);
   if (out.type.dtype != self.type.dtype) ctx.fail("out must have self's dtype");
-  const int dim = wrap_dim(ctx, ctx.attr(0, 0), self.type.ndim);
+  const int dim = ctx.wrap_dim(ctx.attr(0, 0), self.type.ndim);
   kernels::ScatterParams p;
   ArgMap am;
   p.dim = dim;
@@ -132,6 +125,67 @@ void lower_index(LowerCtx& ctx) {
   ctx.emit(op_name(ctx.op()), fn, p, am);
 }
 
+void lower_index_select(LowerCtx& ctx) {
+  ctx.expect_counts(2, 1);
+  const Ref& self = ctx.in(0);
+  const Ref& index = ctx.in(1);
+  ctx.expect_tensor(self, "self");
+  ctx.expect_tensor(index, "index");
+  const Ref& out = ctx.out(0);
+  if (index.type.ndim > 1) ctx.fail("index must be 1-d");
+  if (out.type.dtype != self.type.dtype) ctx.fail("output must have self's dtype");
+  onrt_kernel_fn fn = kernels::index_select_kernel(self.type.dtype, index.type.dtype);
+  if (!fn)
+    ctx.fail(std::string("unsupported dtypes ") + dtype_name(self.type.dtype) + ", " +
+             dtype_name(index.type.dtype));
+  const int dim = ctx.wrap_dim(ctx.attr(0, 0), self.type.ndim);
+  const TensorType& st = self.type;
+  bool ok = out.type.ndim == st.ndim;
+  for (int d = 0; ok && d < st.ndim; ++d)
+    ok = out.type.sizes[d] == (d == dim ? index.type.numel() : st.sizes[d]);
+  if (st.ndim == 0) ok = out.type.ndim == 0 && index.type.numel() == 1;
+  if (!ok) ctx.fail("output sizes do not match self with dim " + std::to_string(dim) + " indexed");
+  if (out.type.numel() == 0) return;
+  kernels::IndexSelectParams p;
+  ArgMap am;
+  p.dim = dim;
+  p.self = am.tensor(self);
+  p.index = am.tensor(index);
+  p.out = am.tensor(out);
+  ctx.emit("IndexSelect", fn, p, am);
+}
+
+void lower_embedding_backward(LowerCtx& ctx) {
+  ctx.expect_counts(2, 1);
+  const Ref& grad = ctx.in(0);
+  const Ref& indices = ctx.in(1);
+  ctx.expect_tensor(grad, "grad");
+  ctx.expect_tensor(indices, "indices");
+  const Ref& out = ctx.out(0);
+  const TensorType& g = grad.type;
+  if (out.type.ndim != 2 || g.ndim < 1 || out.type.sizes[1] != g.sizes[g.ndim - 1])
+    ctx.fail("output must be [num_weights, D] with D = grad's last dim");
+  bool ok = indices.type.ndim == g.ndim - 1;
+  for (int d = 0; ok && d < indices.type.ndim; ++d) ok = indices.type.sizes[d] == g.sizes[d];
+  if (!ok) ctx.fail("indices must have grad's leading sizes");
+  Ref dst = out;
+  if (out.type.dtype != DType::Float32)
+    dst = ctx.temp(contiguous_type(DType::Float32, 2, out.type.sizes));
+  onrt_kernel_fn fn = kernels::embedding_backward_kernel(DType::Float32, g.dtype, indices.type.dtype);
+  if (!fn || !is_floating(out.type.dtype))
+    ctx.fail(std::string("unsupported dtypes ") + dtype_name(g.dtype) + ", " +
+             dtype_name(indices.type.dtype) + " -> " + dtype_name(out.type.dtype));
+  if (out.type.numel() == 0) return;
+  kernels::EmbeddingBackwardParams p;
+  ArgMap am;
+  p.padding_idx = ctx.attr(0, -1);
+  p.grad = am.tensor(grad);
+  p.indices = am.tensor(indices);
+  p.out = am.tensor(dst);
+  ctx.emit("EmbeddingBackward", fn, p, am);
+  if (dst.offset != out.offset || dst.slot != out.slot) emit_copy(ctx, out, dst);
+}
+
 // Sort: in -> values, indices (first k along dim)
 void lower_sort(LowerCtx& ctx) {
   ctx.expect_counts(1, 2);
@@ -140,7 +194,7 @@ void lower_sort(LowerCtx& ctx) {
   const Ref& idx = ctx.out(1);
   ctx.expect_tensor(in, "input");
   const TensorType& it = in.type;
-  const int dim = wrap_dim(ctx, ctx.attr(0, -1), it.ndim);
+  const int dim = ctx.wrap_dim(ctx.attr(0, -1), it.ndim);
   if (val.type.dtype != it.dtype) ctx.fail("values must have the input's dtype");
   if (idx.type.dtype != DType::Int64) ctx.fail("indices must be Int64");
   const int64_t k = size_at(val.type, dim);

@@ -2,7 +2,6 @@
 // their backward ops. The engine wants dense tensors, Float32 weights and
 // statistics; other layouts and dtypes go through scratch temporaries.
 #include <cmath>
-#include <utility>
 
 #include "lowering.h"
 
@@ -11,14 +10,6 @@ namespace {
 
 using kernels::NormOp;
 using kernels::NormParams;
-
-// Pending copies from engine-layout temporaries into the real outputs.
-struct Writeback {
-  std::vector<std::pair<Ref, Ref>> copies;  // (dst, src)
-  void flush(LowerCtx& ctx) {
-    for (auto& [dst, src] : copies) emit_copy(ctx, dst, src);
-  }
-};
 
 // A dense tensor of `dt` to write instead of `out` (copied back later).
 Ref dense_out(LowerCtx& ctx, const Ref& out, DType dt, Writeback& wb) {
@@ -62,10 +53,74 @@ Ref stat_out(LowerCtx& ctx, const Ref& out, int64_t n, const char* what, Writeba
   return dense_out(ctx, out, DType::Float32, wb);
 }
 
-// Scalars: eps/momentum.
-kernels::ScalarArg scalar_or_fail(LowerCtx& ctx, ArgMap& am, const Ref& r, const char* what) {
-  if (!r.is_scalar()) ctx.fail(std::string(what) + " must be a scalar");
-  return am.scalar(r);
+// The input of a norm, x = in(0), or for a backward op x = in(1) with
+// grad = in(0) of x's sizes.
+const Ref& norm_input(LowerCtx& ctx, bool backward) {
+  const Ref& x = ctx.in(backward ? 1 : 0);
+  ctx.expect_tensor(x, "input");
+  if (backward) {
+    ctx.expect_tensor(ctx.in(0), "grad");
+    ctx.expect_same_sizes(ctx.in(0), x.type, "grad");
+  }
+  return x;
+}
+
+// LayerNorm/RmsNorm rows: attr[0] = axis, M = prod(sizes[:axis]) rows of
+// N = prod(sizes[axis:]).
+struct Rows {
+  int64_t m, n;
+};
+Rows norm_rows(LowerCtx& ctx, const TensorType& xt) {
+  const int64_t axis = ctx.attr(0, xt.ndim - 1);
+  if (axis < 0 || axis > xt.ndim) ctx.fail("attr[0] (axis) out of range");
+  return {prod(xt, 0, static_cast<int>(axis)), prod(xt, static_cast<int>(axis), xt.ndim)};
+}
+
+// GroupNorm/BatchNorm input x[N, C, *] (see norm_input), viewed as [N, C, HW].
+struct Channels {
+  const Ref& x;
+  int64_t n, c, hw;
+};
+Channels channel_input(LowerCtx& ctx, bool backward) {
+  const Ref& x = norm_input(ctx, backward);
+  if (x.type.ndim < 2) ctx.fail("input must be [N, C, *]");
+  return {x, x.type.sizes[0], x.type.sizes[1], prod(x.type, 2, x.type.ndim)};
+}
+
+NormParams channel_params(NormOp op, const Channels& in) {
+  NormParams p;
+  p.op = op;
+  p.n = in.n;
+  p.c = in.c;
+  p.hw = in.hw;
+  return p;
+}
+
+// The weight and bias gradients a backward op writes (p.mask bits 2 and 4):
+// `n` elements each, `n_name` naming n in the message. When the input is empty
+// they are written as zeros and nothing is left to compute (returns false).
+bool check_param_grads(LowerCtx& ctx, const NormParams& p, const Ref& dw, const Ref& db, int64_t n,
+                       const char* n_name, bool empty_input) {
+  if ((p.mask & 2) && dw.type.numel() != n)
+    ctx.fail(std::string("grad_weight must have ") + n_name + " elements");
+  if ((p.mask & 4) && db.type.numel() != n)
+    ctx.fail(std::string("grad_bias must have ") + n_name + " elements");
+  if (!empty_input) return true;
+  if ((p.mask & 2) && n) emit_fill(ctx, dw, Ref::imm_float(0));
+  if ((p.mask & 4) && n) emit_fill(ctx, db, Ref::imm_float(0));
+  return false;
+}
+
+// Binds the gradients p.mask asks for: dx = out(0) (x's sizes, dtype dt),
+// dweight and dbias in Float32.
+void bind_grads(LowerCtx& ctx, ArgMap& am, NormParams& p, const TensorType& xt, DType dt,
+                const Ref& dw, const Ref& db, Writeback& wb) {
+  if (p.mask & 1) {
+    ctx.expect_same_sizes(ctx.out(0), xt, "grad_input");
+    p.dx = am.tensor(dense_out(ctx, ctx.out(0), dt, wb));
+  }
+  if (p.mask & 2) p.dweight = am.tensor(dense_out(ctx, dw, DType::Float32, wb));
+  if (p.mask & 4) p.dbias = am.tensor(dense_out(ctx, db, DType::Float32, wb));
 }
 
 }  // namespace
@@ -75,12 +130,9 @@ kernels::ScalarArg scalar_or_fail(LowerCtx& ctx, ArgMap& am, const Ref& r, const
 void lower_layer_norm(LowerCtx& ctx) {
   const bool rms = ctx.op() == Op::RmsNorm;
   ctx.expect_counts(rms ? 3 : 4, rms ? 2 : 3);
-  const Ref& x0 = ctx.in(0);
-  ctx.expect_tensor(x0, "input");
+  const Ref& x0 = norm_input(ctx, false);
   const TensorType& xt = x0.type;
-  const int64_t axis = ctx.attr(0, xt.ndim - 1);
-  if (axis < 0 || axis > xt.ndim) ctx.fail("attr[0] (axis) out of range");
-  const int64_t M = prod(xt, 0, static_cast<int>(axis)), N = prod(xt, static_cast<int>(axis), xt.ndim);
+  const auto [M, N] = norm_rows(ctx, xt);
   const DType dt = xt.dtype;
   onrt_kernel_fn fn = norm_fn(ctx, dt);
   ctx.expect_same_sizes(ctx.out(0), xt, "output");
@@ -92,7 +144,7 @@ void lower_layer_norm(LowerCtx& ctx) {
   p.rms = rms;
   p.rows = M;
   p.cols = N;
-  p.eps = scalar_or_fail(ctx, am, ctx.in(rms ? 2 : 3), "eps");
+  p.eps = scalar_arg(ctx, am, ctx.in(rms ? 2 : 3), "eps");
   const Ref w = vec_in(ctx, ctx.in(1), N, "weight");
   const Ref b = rms ? Ref{} : vec_in(ctx, ctx.in(2), N, "bias");
   const Ref mean = rms ? Ref{} : stat_out(ctx, ctx.out(1), M, "mean", wb);
@@ -123,14 +175,9 @@ void lower_layer_norm(LowerCtx& ctx) {
 void lower_layer_norm_backward(LowerCtx& ctx) {
   const bool rms = ctx.op() == Op::RmsNormBackward;
   ctx.expect_counts(rms ? 4 : 5, rms ? 2 : 3);
-  const Ref& x0 = ctx.in(1);
-  ctx.expect_tensor(x0, "input");
-  ctx.expect_tensor(ctx.in(0), "grad");
+  const Ref& x0 = norm_input(ctx, true);
   const TensorType& xt = x0.type;
-  ctx.expect_same_sizes(ctx.in(0), xt, "grad");
-  const int64_t axis = ctx.attr(0, xt.ndim - 1);
-  if (axis < 0 || axis > xt.ndim) ctx.fail("attr[0] (axis) out of range");
-  const int64_t M = prod(xt, 0, static_cast<int>(axis)), N = prod(xt, static_cast<int>(axis), xt.ndim);
+  const auto [M, N] = norm_rows(ctx, xt);
   const int64_t mask = ctx.attr(1, 7);
   const DType dt = xt.dtype;
   onrt_kernel_fn fn = norm_fn(ctx, dt);
@@ -145,13 +192,7 @@ void lower_layer_norm_backward(LowerCtx& ctx) {
   p.mask = static_cast<uint8_t>(mask & (rms ? 3 : 7));
   const Ref dw_out = ctx.out(1);
   const Ref db_out = rms ? Ref{} : ctx.out(2);
-  if ((p.mask & 2) && dw_out.type.numel() != N) ctx.fail("grad_weight must have N elements");
-  if ((p.mask & 4) && db_out.type.numel() != N) ctx.fail("grad_bias must have N elements");
-  if (M * N == 0) {
-    if ((p.mask & 2) && N) emit_fill(ctx, dw_out, Ref::imm_float(0));
-    if ((p.mask & 4) && N) emit_fill(ctx, db_out, Ref::imm_float(0));
-    return;
-  }
+  if (!check_param_grads(ctx, p, dw_out, db_out, N, "N", M * N == 0)) return;
   const Ref mean = rms ? Ref{} : ctx.in(2);
   const Ref rstd = ctx.in(rms ? 2 : 3);
   ctx.expect_tensor(rstd, "rstd");
@@ -163,9 +204,7 @@ void lower_layer_norm_backward(LowerCtx& ctx) {
   p.mean = am.tensor(dense_in(ctx, mean, DType::Float32));
   p.rstd = am.tensor(dense_in(ctx, rstd, DType::Float32));
   p.weight = am.tensor(vec_in(ctx, ctx.in(rms ? 3 : 4), N, "weight"));
-  if (p.mask & 1) p.dx = am.tensor(dense_out(ctx, ctx.out(0), dt, wb));
-  if (p.mask & 2) p.dweight = am.tensor(dense_out(ctx, dw_out, DType::Float32, wb));
-  if (p.mask & 4) p.dbias = am.tensor(dense_out(ctx, db_out, DType::Float32, wb));
+  bind_grads(ctx, am, p, xt, dt, dw_out, db_out, wb);
   ctx.emit(rms ? "RmsNormBackward" : "LayerNormBackward", fn, p, am);
   wb.flush(ctx);
 }
@@ -173,31 +212,25 @@ void lower_layer_norm_backward(LowerCtx& ctx) {
 // GroupNorm: x[N, C, *], weight|None, bias|None, eps -> out, mean[N*G], rstd[N*G]; attr[0] = G
 void lower_group_norm(LowerCtx& ctx) {
   ctx.expect_counts(4, 3);
-  const Ref& x0 = ctx.in(0);
-  ctx.expect_tensor(x0, "input");
-  const TensorType& xt = x0.type;
-  if (xt.ndim < 2) ctx.fail("input must be [N, C, *]");
+  const Channels in = channel_input(ctx, false);
+  const TensorType& xt = in.x.type;
   const int64_t G = ctx.attr(0, 1);
-  const int64_t N = xt.sizes[0], C = xt.sizes[1], HW = prod(xt, 2, xt.ndim);
+  const int64_t N = in.n, C = in.c;
   if (G <= 0 || C % G != 0) ctx.fail("attr[0] (groups) must divide C");
   const DType dt = xt.dtype;
   onrt_kernel_fn fn = norm_fn(ctx, dt);
   ctx.expect_same_sizes(ctx.out(0), xt, "output");
   Writeback wb;
   ArgMap am;
-  NormParams p;
-  p.op = NormOp::GroupNorm;
-  p.n = N;
-  p.c = C;
-  p.hw = HW;
+  NormParams p = channel_params(NormOp::GroupNorm, in);
   p.groups = G;
-  p.eps = scalar_or_fail(ctx, am, ctx.in(3), "eps");
+  p.eps = scalar_arg(ctx, am, ctx.in(3), "eps");
   const Ref w = vec_in(ctx, ctx.in(1), C, "weight");
   const Ref b = vec_in(ctx, ctx.in(2), C, "bias");
   const Ref mean = stat_out(ctx, ctx.out(1), N * G, "mean", wb);
   const Ref rstd = stat_out(ctx, ctx.out(2), N * G, "rstd", wb);
   if (N * G == 0) return;
-  p.x = am.tensor(dense_in(ctx, x0, dt));
+  p.x = am.tensor(dense_in(ctx, in.x, dt));
   p.weight = am.tensor(w);
   p.bias = am.tensor(b);
   p.y = am.tensor(xt.numel() ? dense_out(ctx, ctx.out(0), dt, wb) : Ref{});
@@ -216,46 +249,27 @@ void lower_group_norm(LowerCtx& ctx) {
 // attr[0] = G, attr[1] = mask
 void lower_group_norm_backward(LowerCtx& ctx) {
   ctx.expect_counts(5, 3);
-  const Ref& x0 = ctx.in(1);
-  ctx.expect_tensor(x0, "input");
-  ctx.expect_tensor(ctx.in(0), "grad");
-  const TensorType& xt = x0.type;
-  ctx.expect_same_sizes(ctx.in(0), xt, "grad");
-  if (xt.ndim < 2) ctx.fail("input must be [N, C, *]");
+  const Channels in = channel_input(ctx, true);
+  const TensorType& xt = in.x.type;
   const int64_t G = ctx.attr(0, 1);
-  const int64_t N = xt.sizes[0], C = xt.sizes[1], HW = prod(xt, 2, xt.ndim);
+  const int64_t N = in.n, C = in.c;
   if (G <= 0 || C % G != 0) ctx.fail("attr[0] (groups) must divide C");
   const DType dt = xt.dtype;
   onrt_kernel_fn fn = norm_fn(ctx, dt);
   Writeback wb;
   ArgMap am;
-  NormParams p;
-  p.op = NormOp::GroupNormBackward;
-  p.n = N;
-  p.c = C;
-  p.hw = HW;
+  NormParams p = channel_params(NormOp::GroupNormBackward, in);
   p.groups = G;
   p.mask = static_cast<uint8_t>(ctx.attr(1, 7) & 7);
-  if ((p.mask & 2) && ctx.out(1).type.numel() != C) ctx.fail("grad_weight must have C elements");
-  if ((p.mask & 4) && ctx.out(2).type.numel() != C) ctx.fail("grad_bias must have C elements");
-  if (xt.numel() == 0) {
-    if ((p.mask & 2) && C) emit_fill(ctx, ctx.out(1), Ref::imm_float(0));
-    if ((p.mask & 4) && C) emit_fill(ctx, ctx.out(2), Ref::imm_float(0));
-    return;
-  }
+  if (!check_param_grads(ctx, p, ctx.out(1), ctx.out(2), C, "C", xt.numel() == 0)) return;
   if (ctx.in(2).type.numel() != N * G || ctx.in(3).type.numel() != N * G)
     ctx.fail("mean/rstd must have N*G elements");
   p.grad = am.tensor(dense_in(ctx, ctx.in(0), dt));
-  p.x = am.tensor(dense_in(ctx, x0, dt));
+  p.x = am.tensor(dense_in(ctx, in.x, dt));
   p.mean = am.tensor(dense_in(ctx, ctx.in(2), DType::Float32));
   p.rstd = am.tensor(dense_in(ctx, ctx.in(3), DType::Float32));
   p.weight = am.tensor(vec_in(ctx, ctx.in(4), C, "weight"));
-  if (p.mask & 1) {
-    ctx.expect_same_sizes(ctx.out(0), xt, "grad_input");
-    p.dx = am.tensor(dense_out(ctx, ctx.out(0), dt, wb));
-  }
-  if (p.mask & 2) p.dweight = am.tensor(dense_out(ctx, ctx.out(1), DType::Float32, wb));
-  if (p.mask & 4) p.dbias = am.tensor(dense_out(ctx, ctx.out(2), DType::Float32, wb));
+  bind_grads(ctx, am, p, xt, dt, ctx.out(1), ctx.out(2), wb);
   ctx.emit("GroupNormBackward", fn, p, am);
   wb.flush(ctx);
 }
@@ -267,25 +281,19 @@ void lower_group_norm_backward(LowerCtx& ctx) {
 // statistics may be empty.
 void lower_batch_norm(LowerCtx& ctx) {
   ctx.expect_counts(7, 3);
-  const Ref& x0 = ctx.in(0);
-  ctx.expect_tensor(x0, "input");
-  const TensorType& xt = x0.type;
-  if (xt.ndim < 2) ctx.fail("input must be [N, C, *]");
-  const int64_t N = xt.sizes[0], C = xt.sizes[1], HW = prod(xt, 2, xt.ndim);
+  const Channels in = channel_input(ctx, false);
+  const TensorType& xt = in.x.type;
+  const int64_t C = in.c;
   const bool training = ctx.attr(0, 1) != 0;
   const DType dt = xt.dtype;
   onrt_kernel_fn fn = norm_fn(ctx, dt);
   ctx.expect_same_sizes(ctx.out(0), xt, "output");
   Writeback wb;
   ArgMap am;
-  NormParams p;
-  p.op = NormOp::BatchNorm;
+  NormParams p = channel_params(NormOp::BatchNorm, in);
   p.training = training;
-  p.n = N;
-  p.c = C;
-  p.hw = HW;
-  p.momentum = scalar_or_fail(ctx, am, ctx.in(5), "momentum");
-  p.eps = scalar_or_fail(ctx, am, ctx.in(6), "eps");
+  p.momentum = scalar_arg(ctx, am, ctx.in(5), "momentum");
+  p.eps = scalar_arg(ctx, am, ctx.in(6), "eps");
   const Ref w = vec_in(ctx, ctx.in(1), C, "weight");
   const Ref b = vec_in(ctx, ctx.in(2), C, "bias");
   Ref rm, rv;
@@ -307,7 +315,7 @@ void lower_batch_norm(LowerCtx& ctx) {
     wb.flush(ctx);
     return;
   }
-  p.x = am.tensor(dense_in(ctx, x0, dt));
+  p.x = am.tensor(dense_in(ctx, in.x, dt));
   p.weight = am.tensor(w);
   p.bias = am.tensor(b);
   p.running_mean = am.tensor(rm);
@@ -325,38 +333,24 @@ void lower_batch_norm(LowerCtx& ctx) {
 // attr[1] = mask
 void lower_batch_norm_backward(LowerCtx& ctx) {
   ctx.expect_counts(8, 3);
-  const Ref& x0 = ctx.in(1);
-  ctx.expect_tensor(x0, "input");
-  ctx.expect_tensor(ctx.in(0), "grad");
-  const TensorType& xt = x0.type;
-  ctx.expect_same_sizes(ctx.in(0), xt, "grad");
-  if (xt.ndim < 2) ctx.fail("input must be [N, C, *]");
-  const int64_t N = xt.sizes[0], C = xt.sizes[1], HW = prod(xt, 2, xt.ndim);
+  const Channels in = channel_input(ctx, true);
+  const TensorType& xt = in.x.type;
+  const int64_t C = in.c;
   const bool training = ctx.attr(0, 1) != 0;
   const DType dt = xt.dtype;
   onrt_kernel_fn fn = norm_fn(ctx, dt);
   Writeback wb;
   ArgMap am;
-  NormParams p;
-  p.op = NormOp::BatchNormBackward;
+  NormParams p = channel_params(NormOp::BatchNormBackward, in);
   p.training = training;
-  p.n = N;
-  p.c = C;
-  p.hw = HW;
   p.mask = static_cast<uint8_t>(ctx.attr(1, 7) & 7);
-  p.eps = scalar_or_fail(ctx, am, ctx.in(7), "eps");
-  if ((p.mask & 2) && ctx.out(1).type.numel() != C) ctx.fail("grad_weight must have C elements");
-  if ((p.mask & 4) && ctx.out(2).type.numel() != C) ctx.fail("grad_bias must have C elements");
-  if (xt.numel() == 0) {
-    if ((p.mask & 2) && C) emit_fill(ctx, ctx.out(1), Ref::imm_float(0));
-    if ((p.mask & 4) && C) emit_fill(ctx, ctx.out(2), Ref::imm_float(0));
-    return;
-  }
+  p.eps = scalar_arg(ctx, am, ctx.in(7), "eps");
+  if (!check_param_grads(ctx, p, ctx.out(1), ctx.out(2), C, "C", xt.numel() == 0)) return;
   const Ref m = vec_in(ctx, ctx.in(training ? 5 : 3), C, training ? "save_mean" : "running_mean");
   const Ref v = vec_in(ctx, ctx.in(training ? 6 : 4), C, training ? "save_invstd" : "running_var");
   if (!m.is_tensor() || !v.is_tensor()) ctx.fail("the statistics of the chosen mode are required");
   p.grad = am.tensor(dense_in(ctx, ctx.in(0), dt));
-  p.x = am.tensor(dense_in(ctx, x0, dt));
+  p.x = am.tensor(dense_in(ctx, in.x, dt));
   p.weight = am.tensor(vec_in(ctx, ctx.in(2), C, "weight"));
   if (training) {
     p.mean = am.tensor(m);
@@ -365,12 +359,7 @@ void lower_batch_norm_backward(LowerCtx& ctx) {
     p.running_mean = am.tensor(m);
     p.running_var = am.tensor(v);
   }
-  if (p.mask & 1) {
-    ctx.expect_same_sizes(ctx.out(0), xt, "grad_input");
-    p.dx = am.tensor(dense_out(ctx, ctx.out(0), dt, wb));
-  }
-  if (p.mask & 2) p.dweight = am.tensor(dense_out(ctx, ctx.out(1), DType::Float32, wb));
-  if (p.mask & 4) p.dbias = am.tensor(dense_out(ctx, ctx.out(2), DType::Float32, wb));
+  bind_grads(ctx, am, p, xt, dt, ctx.out(1), ctx.out(2), wb);
   ctx.emit("BatchNormBackward", fn, p, am);
   wb.flush(ctx);
 }

@@ -1,9 +1,41 @@
-// Lowerings of the extra random ops (dropout, Bernoulli with tensor p,
-// exponential, geometric, log-normal, randperm, multinomial) and of
-// DropoutBackward.
+// Lowerings of the random ops: Uniform, Normal, Bernoulli, RandInt
+// (RandomParams), dropout, Bernoulli with tensor p, exponential, geometric,
+// log-normal, randperm, multinomial (RandomExtraParams), and DropoutBackward.
 #include "lowering.h"
 
 namespace openneuron::compiler::detail {
+
+void lower_random(LowerCtx& ctx) {
+  kernels::RandomParams p;
+  int nparams = 2;
+  switch (ctx.op()) {
+    case Op::Uniform: p.op = kernels::RandomOp::Uniform; break;
+    case Op::Normal: p.op = kernels::RandomOp::Normal; break;
+    case Op::Bernoulli: p.op = kernels::RandomOp::Bernoulli; nparams = 1; break;
+    case Op::RandInt: p.op = kernels::RandomOp::RandInt; break;
+    default: ctx.fail("not a random op");
+  }
+  ctx.expect_counts(2 + nparams, 1);
+  for (int i = 0; i < 2 + nparams; ++i)
+    if (!ctx.in(i).is_scalar()) ctx.fail("operand " + std::to_string(i) + " must be a scalar");
+  if (ctx.in(0).kind != ValueKind::ScalarInt || ctx.in(1).kind != ValueKind::ScalarInt)
+    ctx.fail("seed and offset must be integer scalars");
+  const Ref& out = ctx.out(0);
+  onrt_kernel_fn fn = kernels::random_kernel(p.op, out.type.dtype);
+  if (!fn) ctx.fail(std::string("unsupported dtype ") + dtype_name(out.type.dtype));
+  for (int d = 0; d < out.type.ndim; ++d)
+    if (out.type.sizes[d] > 1 && out.type.strides[d] == 0)
+      ctx.fail("output has overlapping elements (stride 0)");
+  if (out.type.numel() == 0) return;
+  ArgMap am;
+  p.seed = am.scalar(ctx.in(0));
+  p.offset = am.scalar(ctx.in(1));
+  p.a = am.scalar(ctx.in(2));
+  if (nparams > 1) p.b = am.scalar(ctx.in(3));
+  p.out = am.tensor(out);
+  ctx.emit(op_name(ctx.op()), fn, p, am);
+}
+
 namespace {
 
 using kernels::RandomExtraOp;

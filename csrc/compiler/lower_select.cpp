@@ -3,16 +3,6 @@
 #include "lowering.h"
 
 namespace openneuron::compiler::detail {
-namespace {
-
-int wrap_dim(LowerCtx& ctx, int64_t dim, int ndim) {
-  const int n = std::max(ndim, 1);
-  if (dim < -n || dim >= n)
-    ctx.fail("dim " + std::to_string(dim) + " out of range for " + std::to_string(ndim) + " dims");
-  return static_cast<int>(dim < 0 ? dim + n : dim);
-}
-
-}  // namespace
 
 // Tril/Triu: in -> out (same dtype and sizes, any strides; in == out allowed)
 void lower_tri(LowerCtx& ctx) {
@@ -42,7 +32,7 @@ void lower_argreduce(LowerCtx& ctx) {
   const Ref& in = ctx.in(0);
   ctx.expect_tensor(in, "input");
   const TensorType& it = in.type;
-  const int dim = wrap_dim(ctx, ctx.attr(0, 0), it.ndim);
+  const int dim = ctx.wrap_dim(ctx.attr(0, 0), it.ndim);
   const Ref& idx = ctx.out(0);
   if (idx.type.dtype != DType::Int64) ctx.fail("indices must be Int64");
   auto check_shape = [&](const Ref& r, const char* what) {
@@ -82,7 +72,7 @@ void lower_scan(LowerCtx& ctx) {
   const auto op = ctx.op() == Op::Cumsum ? kernels::ScanOp::Cumsum : kernels::ScanOp::Cumprod;
   onrt_kernel_fn fn = kernels::scan_kernel(op, dt);
   if (!fn) ctx.fail(std::string("unsupported dtype ") + dtype_name(dt));
-  const int dim = wrap_dim(ctx, ctx.attr(0, 0), in0.type.ndim);
+  const int dim = ctx.wrap_dim(ctx.attr(0, 0), in0.type.ndim);
   if (out.type.numel() == 0) return;
   kernels::ScanParams p;
   ArgMap am;

@@ -3,6 +3,7 @@
 
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "openneuron/compiler/compiler.h"
@@ -81,6 +82,8 @@ class LowerCtx {
   void expect_counts(int nin_min, int nin_max, int nout) const;
   void expect_tensor(const Ref& r, const char* what) const;
   void expect_same_sizes(const Ref& a, const TensorType& like, const char* what) const;
+  // `dim` wrapped into [0, max(ndim, 1)) (negative dims count from the end).
+  int wrap_dim(int64_t dim, int ndim) const;
 
   std::vector<Instruction>& instructions() { return instrs_; }
   uint64_t scratch_end() const { return temp_high_; }
@@ -100,15 +103,29 @@ TensorType contiguous_type(DType dtype, int ndim, const int64_t* sizes);
 bool same_sizes(const TensorType& a, const TensorType& b);
 uint64_t storage_bytes(const TensorType& t);
 
-// ---- shared emitters (lower_elementwise.cpp)
+// ---- shared emitters
 
 // out = fn(ins...) through ElementwiseParams. Tensor inputs must have out's
-// sizes; scalars are passed as scalar operands.
+// sizes; scalars are passed as scalar operands. (lower_elementwise.cpp)
 void emit_elementwise(LowerCtx& ctx, const char* name, onrt_kernel_fn fn, uint16_t op,
                       const Ref& out, const std::vector<Ref>& ins,
                       const std::vector<Ref>& coefs = {});
+// dst = src converted to dst's dtype; dst = value. (lower_creation.cpp)
 void emit_copy(LowerCtx& ctx, const Ref& dst, const Ref& src);
 void emit_fill(LowerCtx& ctx, const Ref& dst, const Ref& value);
+
+// Copies from engine-layout temporaries into the real outputs, emitted after
+// the engine instruction that writes the temporaries.
+struct Writeback {
+  std::vector<std::pair<Ref, Ref>> copies;  // (dst, src)
+  void flush(LowerCtx& ctx) {
+    for (auto& [dst, src] : copies) emit_copy(ctx, dst, src);
+  }
+};
+
+// `r` as a scalar argument of the instruction; fails naming `what` unless r
+// is a scalar. (lower_ctx.cpp)
+ScalarArg scalar_arg(LowerCtx& ctx, ArgMap& am, const Ref& r, const char* what);
 
 // ---- the lowering table (lowering_table.cpp)
 
@@ -127,56 +144,80 @@ MemoryPlan plan_memory(const Graph& g, const std::vector<char>& is_launch);
 inline constexpr uint64_t kAlign = 64;
 inline uint64_t align_up(uint64_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
 
-// Emitters, one per op family.
+// ---- emitters, by op family in graph.h's order (lowering_table.cpp maps each
+// op to one)
+
+// --- creation and copy (lower_creation.cpp)
 void lower_copy(LowerCtx&);
 void lower_fill(LowerCtx&);
 void lower_arange(LowerCtx&);
+
+// --- rng (lower_rng.cpp)
 void lower_random(LowerCtx&);
+void lower_random_extra(LowerCtx&);
+void lower_dropout_backward(LowerCtx&);
+
+// --- elementwise (lower_elementwise.cpp)
 void lower_unary(LowerCtx&);
 void lower_binary(LowerCtx&);
 void lower_compare(LowerCtx&);
 void lower_bitwise(LowerCtx&);
-void lower_backward_binary(LowerCtx&);
 void lower_where(LowerCtx&);
 void lower_pointwise3(LowerCtx&);
 void lower_clamp(LowerCtx&);
+void lower_backward_binary(LowerCtx&);
+
+// --- activation (lower_activation.cpp)
+void lower_activation(LowerCtx&);
+
+// --- reduce (lower_reduce.cpp)
 void lower_reduce(LowerCtx&);
+
+// --- mm (lower_mm.cpp)
 void lower_mm(LowerCtx&);
-void lower_softmax(LowerCtx&);
-void lower_nll_loss(LowerCtx&);
-void lower_nll_loss_backward(LowerCtx&);
-void lower_index_select(LowerCtx&);
-void lower_embedding_backward(LowerCtx&);
-// transformer ops
+
+// --- norm (lower_norm.cpp)
 void lower_layer_norm(LowerCtx&);
 void lower_layer_norm_backward(LowerCtx&);
 void lower_group_norm(LowerCtx&);
 void lower_group_norm_backward(LowerCtx&);
 void lower_batch_norm(LowerCtx&);
 void lower_batch_norm_backward(LowerCtx&);
-void lower_tri(LowerCtx&);
-void lower_argreduce(LowerCtx&);
-void lower_scan(LowerCtx&);
+
+// --- softmax (lower_softmax.cpp)
+void lower_softmax(LowerCtx&);
+
+// --- loss (lower_loss.cpp)
+void lower_nll_loss(LowerCtx&);
+void lower_nll_loss_backward(LowerCtx&);
+void lower_pointwise_loss(LowerCtx&);
+
+// --- gather and index (lower_gather.cpp)
 void lower_scatter(LowerCtx&);
 void lower_index(LowerCtx&);
+void lower_index_select(LowerCtx&);
+void lower_embedding_backward(LowerCtx&);
 void lower_sort(LowerCtx&);
 void lower_nonzero(LowerCtx&);
 void lower_isin(LowerCtx&);
 
-// training and vision ops
-void lower_fused_optim(LowerCtx&);
+// --- select (lower_select.cpp)
+void lower_tri(LowerCtx&);
+void lower_argreduce(LowerCtx&);
+void lower_scan(LowerCtx&);
+
+// --- optim (lower_optim.cpp)
+void lower_fused_adam(LowerCtx&);
+void lower_fused_sgd(LowerCtx&);
 void lower_norm_all(LowerCtx&);
-void lower_random_extra(LowerCtx&);
-void lower_dropout_backward(LowerCtx&);
-void lower_pointwise_loss(LowerCtx&);
+
+// --- conv (lower_conv.cpp)
 void lower_conv(LowerCtx&);
+
+// --- pool and upsample (lower_pool.cpp)
 void lower_pool2d(LowerCtx&);
 
-// activations and unary math
-void lower_activation(LowerCtx&);
-
-// attention
+// --- attention (lower_attention.cpp)
 void lower_attention(LowerCtx&);
-
 
 }  // namespace openneuron::compiler::detail

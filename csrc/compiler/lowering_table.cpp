@@ -1,6 +1,6 @@
 // The lowering table: one line per op, naming the emitter that turns a node of
-// that op into engine instructions. An op missing here fails to compile with
-// a CompileError naming it.
+// that op into engine instructions, grouped by op family in graph.h's order.
+// An op missing here fails to compile with a CompileError naming it.
 #include <array>
 
 #include "lowering.h"
@@ -14,15 +14,24 @@ struct Entry {
 };
 
 constexpr Entry kTable[] = {
-    // data movement and creation
+    // creation and copy
     {Op::Copy, lower_copy},
     {Op::Fill, lower_fill},
     {Op::Arange, lower_arange},
+    // rng
     {Op::Uniform, lower_random},
     {Op::Normal, lower_random},
     {Op::Bernoulli, lower_random},
     {Op::RandInt, lower_random},
-    // unary elementwise
+    {Op::Dropout, lower_random_extra},
+    {Op::DropoutBackward, lower_dropout_backward},
+    {Op::BernoulliTensor, lower_random_extra},
+    {Op::Exponential, lower_random_extra},
+    {Op::Geometric, lower_random_extra},
+    {Op::LogNormal, lower_random_extra},
+    {Op::Randperm, lower_random_extra},
+    {Op::Multinomial, lower_random_extra},
+    // elementwise
     {Op::Neg, lower_unary},
     {Op::Abs, lower_unary},
     {Op::Exp, lower_unary},
@@ -43,7 +52,6 @@ constexpr Entry kTable[] = {
     {Op::Sign, lower_unary},
     {Op::LogicalNot, lower_unary},
     {Op::Gelu, lower_unary},
-    // binary elementwise
     {Op::Add, lower_binary},
     {Op::Sub, lower_binary},
     {Op::Mul, lower_binary},
@@ -66,92 +74,17 @@ constexpr Entry kTable[] = {
     {Op::BitwiseAnd, lower_bitwise},
     {Op::BitwiseOr, lower_bitwise},
     {Op::BitwiseXor, lower_bitwise},
-    // elementwise backward
-    {Op::ThresholdBackward, lower_backward_binary},
-    {Op::GeluBackward, lower_backward_binary},
-    {Op::SigmoidBackward, lower_backward_binary},
-    {Op::TanhBackward, lower_backward_binary},
-    {Op::SiluBackward, lower_backward_binary},
-    // ternary elementwise
     {Op::Where, lower_where},
     {Op::Addcmul, lower_pointwise3},
     {Op::Addcdiv, lower_pointwise3},
     {Op::Lerp, lower_pointwise3},
     {Op::Clamp, lower_clamp},
-    // reductions
-    {Op::Sum, lower_reduce},
-    {Op::Mean, lower_reduce},
-    {Op::Prod, lower_reduce},
-    {Op::Amax, lower_reduce},
-    {Op::Amin, lower_reduce},
-    // matrix engine
-    {Op::Mm, lower_mm},
-    {Op::Addmm, lower_mm},
-    {Op::Bmm, lower_mm},
-    // normalisation and losses
-    {Op::Softmax, lower_softmax},
-    {Op::LogSoftmax, lower_softmax},
-    {Op::SoftmaxBackward, lower_softmax},
-    {Op::LogSoftmaxBackward, lower_softmax},
-    {Op::NllLoss, lower_nll_loss},
-    {Op::NllLossBackward, lower_nll_loss_backward},
-    {Op::IndexSelect, lower_index_select},
-    {Op::EmbeddingBackward, lower_embedding_backward},
-    // transformer ops
-    {Op::LayerNorm, lower_layer_norm},
-    {Op::LayerNormBackward, lower_layer_norm_backward},
-    {Op::RmsNorm, lower_layer_norm},
-    {Op::RmsNormBackward, lower_layer_norm_backward},
-    {Op::GroupNorm, lower_group_norm},
-    {Op::GroupNormBackward, lower_group_norm_backward},
-    {Op::BatchNorm, lower_batch_norm},
-    {Op::BatchNormBackward, lower_batch_norm_backward},
-    {Op::Tril, lower_tri},
-    {Op::Triu, lower_tri},
-    {Op::ArgMax, lower_argreduce},
-    {Op::ArgMin, lower_argreduce},
-    {Op::Cumsum, lower_scan},
-    {Op::Cumprod, lower_scan},
-    {Op::Gather, lower_scatter},
-    {Op::Scatter, lower_scatter},
-    {Op::IndexAdd, lower_scatter},
-    {Op::IndexCopy, lower_scatter},
-    {Op::Index, lower_index},
-    {Op::IndexPut, lower_index},
-    {Op::Sort, lower_sort},
-    {Op::Nonzero, lower_nonzero},
-    {Op::Isin, lower_isin},
-
-    // training and vision ops
-    {Op::FusedAdam, lower_fused_optim},
-    {Op::FusedSgd, lower_fused_optim},
-    {Op::NormAll, lower_norm_all},
-    {Op::Dropout, lower_random_extra},
-    {Op::BernoulliTensor, lower_random_extra},
-    {Op::Exponential, lower_random_extra},
-    {Op::Geometric, lower_random_extra},
-    {Op::LogNormal, lower_random_extra},
-    {Op::Randperm, lower_random_extra},
-    {Op::Multinomial, lower_random_extra},
-    {Op::DropoutBackward, lower_dropout_backward},
-    {Op::PointwiseLoss, lower_pointwise_loss},
-    {Op::PointwiseLossBackward, lower_pointwise_loss},
-    {Op::Convolution, lower_conv},
-    {Op::ConvolutionBackwardInput, lower_conv},
-    {Op::ConvolutionBackwardWeight, lower_conv},
-    {Op::MaxPool2d, lower_pool2d},
-    {Op::AvgPool2d, lower_pool2d},
-    {Op::AvgPool2dBackward, lower_pool2d},
-    {Op::AdaptiveAvgPool2d, lower_pool2d},
-    {Op::AdaptiveAvgPool2dBackward, lower_pool2d},
-    {Op::AdaptiveMaxPool2d, lower_pool2d},
-    {Op::MaxPool2dBackward, lower_pool2d},
-    {Op::UpsampleNearest2d, lower_pool2d},
-    {Op::UpsampleNearest2dBackward, lower_pool2d},
-    {Op::UpsampleBilinear2d, lower_pool2d},
-    {Op::UpsampleBilinear2dBackward, lower_pool2d},
-
-    // activations and unary math
+    {Op::ThresholdBackward, lower_backward_binary},
+    {Op::GeluBackward, lower_backward_binary},
+    {Op::SigmoidBackward, lower_backward_binary},
+    {Op::TanhBackward, lower_backward_binary},
+    {Op::SiluBackward, lower_backward_binary},
+    // activation
     {Op::Softplus, lower_activation},
     {Op::Mish, lower_activation},
     {Op::Hardswish, lower_activation},
@@ -187,11 +120,77 @@ constexpr Entry kTable[] = {
     {Op::EluBackward, lower_activation},
     {Op::LeakyReluBackward, lower_activation},
     {Op::HardtanhBackward, lower_activation},
-
+    // reduce
+    {Op::Sum, lower_reduce},
+    {Op::Mean, lower_reduce},
+    {Op::Prod, lower_reduce},
+    {Op::Amax, lower_reduce},
+    {Op::Amin, lower_reduce},
+    // mm
+    {Op::Mm, lower_mm},
+    {Op::Addmm, lower_mm},
+    {Op::Bmm, lower_mm},
+    // norm
+    {Op::LayerNorm, lower_layer_norm},
+    {Op::LayerNormBackward, lower_layer_norm_backward},
+    {Op::RmsNorm, lower_layer_norm},
+    {Op::RmsNormBackward, lower_layer_norm_backward},
+    {Op::GroupNorm, lower_group_norm},
+    {Op::GroupNormBackward, lower_group_norm_backward},
+    {Op::BatchNorm, lower_batch_norm},
+    {Op::BatchNormBackward, lower_batch_norm_backward},
+    // softmax
+    {Op::Softmax, lower_softmax},
+    {Op::LogSoftmax, lower_softmax},
+    {Op::SoftmaxBackward, lower_softmax},
+    {Op::LogSoftmaxBackward, lower_softmax},
+    // loss
+    {Op::NllLoss, lower_nll_loss},
+    {Op::NllLossBackward, lower_nll_loss_backward},
+    {Op::PointwiseLoss, lower_pointwise_loss},
+    {Op::PointwiseLossBackward, lower_pointwise_loss},
+    // gather and index
+    {Op::Gather, lower_scatter},
+    {Op::Scatter, lower_scatter},
+    {Op::IndexAdd, lower_scatter},
+    {Op::IndexCopy, lower_scatter},
+    {Op::Index, lower_index},
+    {Op::IndexPut, lower_index},
+    {Op::IndexSelect, lower_index_select},
+    {Op::EmbeddingBackward, lower_embedding_backward},
+    {Op::Sort, lower_sort},
+    {Op::Nonzero, lower_nonzero},
+    {Op::Isin, lower_isin},
+    // select
+    {Op::Tril, lower_tri},
+    {Op::Triu, lower_tri},
+    {Op::ArgMax, lower_argreduce},
+    {Op::ArgMin, lower_argreduce},
+    {Op::Cumsum, lower_scan},
+    {Op::Cumprod, lower_scan},
+    // optim
+    {Op::FusedAdam, lower_fused_adam},
+    {Op::FusedSgd, lower_fused_sgd},
+    {Op::NormAll, lower_norm_all},
+    // conv
+    {Op::Convolution, lower_conv},
+    {Op::ConvolutionBackwardInput, lower_conv},
+    {Op::ConvolutionBackwardWeight, lower_conv},
+    // pool and upsample
+    {Op::MaxPool2d, lower_pool2d},
+    {Op::AvgPool2d, lower_pool2d},
+    {Op::AvgPool2dBackward, lower_pool2d},
+    {Op::AdaptiveAvgPool2d, lower_pool2d},
+    {Op::AdaptiveAvgPool2dBackward, lower_pool2d},
+    {Op::AdaptiveMaxPool2d, lower_pool2d},
+    {Op::MaxPool2dBackward, lower_pool2d},
+    {Op::UpsampleNearest2d, lower_pool2d},
+    {Op::UpsampleNearest2dBackward, lower_pool2d},
+    {Op::UpsampleBilinear2d, lower_pool2d},
+    {Op::UpsampleBilinear2dBackward, lower_pool2d},
     // attention
     {Op::Attention, lower_attention},
     {Op::AttentionBackward, lower_attention},
-
 };
 
 constexpr size_t kNumOps = 0

@@ -13,7 +13,10 @@
 #include <atomic>
 #include <limits>
 
-#include "internal.h"
+#include "elementwise.h"
+#include "error.h"
+#include "openneuron/kernels/kernels.h"
+#include "storage.h"
 #include "vmath.h"
 
 extern "C" {
@@ -41,26 +44,26 @@ namespace {
 
 // Float versions through the SIMD-cloned declarations above; other compute
 // types (never instantiated for the float-only ops) through <cmath>.
-#define ON_MATH(fn)                                        \
-  template <class C> ON_INLINE C m_##fn(C x) {             \
+#define ON_LIBM_WRAPPER(fn)                                  \
+  template <class C> ON_INLINE C m_##fn(C x) {               \
     if constexpr (std::is_same_v<C, float>) return fn##f(x); \
-    else return std::fn(x);                                \
+    else return std::fn(x);                                  \
   }
-ON_MATH(expm1)
-ON_MATH(exp2)
-ON_MATH(log1p)
-ON_MATH(log2)
-ON_MATH(log10)
-ON_MATH(tan)
-ON_MATH(asin)
-ON_MATH(acos)
-ON_MATH(atan)
-ON_MATH(sinh)
-ON_MATH(cosh)
-ON_MATH(asinh)
-ON_MATH(acosh)
-ON_MATH(atanh)
-#undef ON_MATH
+ON_LIBM_WRAPPER(expm1)
+ON_LIBM_WRAPPER(exp2)
+ON_LIBM_WRAPPER(log1p)
+ON_LIBM_WRAPPER(log2)
+ON_LIBM_WRAPPER(log10)
+ON_LIBM_WRAPPER(tan)
+ON_LIBM_WRAPPER(asin)
+ON_LIBM_WRAPPER(acos)
+ON_LIBM_WRAPPER(atan)
+ON_LIBM_WRAPPER(sinh)
+ON_LIBM_WRAPPER(cosh)
+ON_LIBM_WRAPPER(asinh)
+ON_LIBM_WRAPPER(acosh)
+ON_LIBM_WRAPPER(atanh)
+#undef ON_LIBM_WRAPPER
 
 // Every functor is {coef[0], coef[1], zero-division flag} so that one entry
 // point builds them all; `Flag` names the flag's type. Both arms of a select

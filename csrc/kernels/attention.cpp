@@ -14,8 +14,11 @@
 #include <limits>
 #include <vector>
 
-#include "internal.h"
+#include "error.h"
+#include "openneuron/kernels/kernels.h"
+#include "parallel.h"
 #include "philox.h"
+#include "storage.h"
 #include "vmath.h"
 
 namespace openneuron::kernels {
@@ -196,7 +199,7 @@ int team_size(int64_t work) {
 }
 
 template <class T>
-int attention_forward(const void* params, const onrt_arg* args, char* err, size_t errlen) {
+int attention_entry(const void* params, const onrt_arg* args, char* err, size_t errlen) {
   const auto& p = *static_cast<const AttentionParams*>(params);
   const Shape sh = shape_of(p, args);
   const View4 q(p.q, args), k(p.k, args), v(p.v, args), mask(p.mask, args), out(p.out, args);
@@ -275,7 +278,7 @@ int attention_forward(const void* params, const onrt_arg* args, char* err, size_
 // grad_q of the query heads sharing it, so no two tasks write the same bytes
 // and the result does not depend on the thread count.
 template <class T>
-int attention_backward(const void* params, const onrt_arg* args, char* err, size_t errlen) {
+int attention_backward_entry(const void* params, const onrt_arg* args, char* err, size_t errlen) {
   const auto& p = *static_cast<const AttentionParams*>(params);
   const Shape sh = shape_of(p, args);
   const View4 q(p.q, args), k(p.k, args), v(p.v, args), mask(p.mask, args), out(p.out, args);
@@ -390,11 +393,11 @@ onrt_kernel_fn attention_kernel(DType dtype, bool backward) {
   using namespace detail;
   switch (dtype) {
     case DType::Float32:
-      return backward ? &attention_backward<float> : &attention_forward<float>;
+      return backward ? &attention_backward_entry<float> : &attention_entry<float>;
     case DType::BFloat16:
-      return backward ? &attention_backward<bf16> : &attention_forward<bf16>;
+      return backward ? &attention_backward_entry<bf16> : &attention_entry<bf16>;
     case DType::Float16:
-      return backward ? &attention_backward<f16> : &attention_forward<f16>;
+      return backward ? &attention_backward_entry<f16> : &attention_entry<f16>;
     default:
       return nullptr;
   }

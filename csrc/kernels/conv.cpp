@@ -4,8 +4,8 @@
 // (blocked for f32, channels-last with AMX for bf16), because on plain layouts
 // it only offers its im2col GEMM path, 1.5-8x slower than the blocked kernels
 // plus the reorders in and out (what PyTorch's CPU convolution does too).
-// Primitives are cached per thread, keyed by the problem; oneDNN parallelises
-// internally.
+// Primitives are kept in the oneDNN primitive cache (dnnl_context.h), keyed by
+// the problem; oneDNN parallelises internally.
 #include <dnnl.h>
 
 #include <memory>
@@ -15,7 +15,9 @@
 #include <vector>
 
 #include "dnnl_context.h"
-#include "internal.h"
+#include "error.h"
+#include "openneuron/kernels/kernels.h"
+#include "storage.h"
 
 namespace openneuron::kernels {
 namespace detail {
@@ -42,9 +44,7 @@ struct Key {
   DType dtype;
   int32_t op, nsp, groups, has_bias;
   int64_t src[5], wei[6], dst[5], stride[3], pad_l[3], pad_r[3], dil[3];
-  bool operator==(const Key& o) const { return std::memcmp(this, &o, sizeof(Key)) == 0; }
 };
-using KeyHash = BytesHash<Key>;
 
 // One operand: the caller's plain memory and, when the primitive wants another
 // layout, a memory in that layout and the reorder between them.
@@ -61,17 +61,12 @@ struct Operand {
   dnnl_memory_t arg() const { return inner ? inner : user; }
 };
 
-struct Prim {
-  dnnl_primitive_t prim = nullptr;
+struct Prim : DnnlPrimitive {
   Operand src, wei, dst;  // roles of the forward problem (diff_* in the backward ones)
-  dnnl_memory_t bias = nullptr, scratch = nullptr;
-  std::vector<uint64_t> scratch_buf;
+  dnnl_memory_t bias = nullptr;
   size_t workspace_bytes = 0;
-  std::string error;
-  ~Prim() {
-    for (dnnl_memory_t m : {bias, scratch})
-      if (m) dnnl_memory_destroy(m);
-    if (prim) dnnl_primitive_destroy(prim);
+  ~Prim() override {
+    if (bias) dnnl_memory_destroy(bias);
   }
 };
 
@@ -109,8 +104,6 @@ dnnl_status_t run_reorder(const Operand& op, dnnl_stream_t stream) {
   return dnnl_primitive_execute(op.reorder, stream, 2, ex);
 }
 
-std::string st(dnnl_status_t s) { return "oneDNN status " + std::to_string(static_cast<int>(s)); }
-
 std::unique_ptr<Prim> build(const Key& k) {
   auto p = std::make_unique<Prim>();
   dnnl_engine_t eng = dnnl_cpu_engine();
@@ -141,7 +134,7 @@ std::unique_ptr<Prim> build(const Key& k) {
       (s = dnnl_memory_desc_init_by_tag(&src_any, nd, src_dims, dt, dnnl_format_tag_any)) != dnnl_success ||
       (s = dnnl_memory_desc_init_by_tag(&wei_any, wnd, wei_dims, dt, dnnl_format_tag_any)) != dnnl_success ||
       (s = dnnl_memory_desc_init_by_tag(&dst_any, nd, dst_dims, dt, dnnl_format_tag_any)) != dnnl_success) {
-    p->error = "memory descriptor: " + st(s);
+    p->error = "memory descriptor: " + dnnl_status_str(s);
     return p;
   }
   const dnnl_dims_t bdims = {k.dst[1]};
@@ -152,7 +145,7 @@ std::unique_ptr<Prim> build(const Key& k) {
       &fwd, k.op == 0 ? dnnl_forward_inference : dnnl_forward_training, dnnl_convolution_direct,
       &src_any, &wei_any, k.op == 0 && k.has_bias ? &bias_md : nullptr, &dst_any, strides, dil, pl, pr);
   if (s != dnnl_success) {
-    p->error = "convolution descriptor: " + st(s);
+    p->error = "convolution descriptor: " + dnnl_status_str(s);
     return p;
   }
   dnnl_primitive_attr_t attr = nullptr;
@@ -177,18 +170,11 @@ std::unique_ptr<Prim> build(const Key& k) {
   dnnl_primitive_attr_destroy(attr);
   if (fwd_pd) dnnl_primitive_desc_destroy(fwd_pd);
   if (s != dnnl_success) {
-    p->error = std::string("no oneDNN convolution for this ") + dtype_name(k.dtype) + " problem (" + st(s) + ")";
+    p->error = std::string("no oneDNN convolution for this ") + dtype_name(k.dtype) + " problem (" +
+               dnnl_status_str(s) + ")";
     return p;
   }
-  s = dnnl_primitive_create(&p->prim, pd);
-  const dnnl_memory_desc_t* sp_md = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
-  if (s == dnnl_success && sp_md) {
-    const size_t bytes = dnnl_memory_desc_get_size(sp_md);
-    if (bytes > 0) {
-      p->scratch_buf.resize(bytes / 8 + 8);
-      dnnl_memory_create(&p->scratch, sp_md, eng, p->scratch_buf.data());
-    }
-  }
+  s = p->create(pd, eng);
   if (s == dnnl_success) {
     auto md = [&](dnnl_query_t q) { return dnnl_primitive_desc_query_md(pd, q, 0); };
     const dnnl_query_t q_src = k.op == 1 ? dnnl_query_diff_src_md : dnnl_query_src_md;
@@ -202,23 +188,13 @@ std::unique_ptr<Prim> build(const Key& k) {
   }
   dnnl_primitive_desc_destroy(pd);
   if (s != dnnl_success) {
-    p->error = "convolution primitive: " + st(s);
+    p->error = "convolution primitive: " + dnnl_status_str(s);
     if (p->prim) dnnl_primitive_destroy(p->prim);
     p->prim = nullptr;
     return p;
   }
   if (k.op == 0 && k.has_bias) dnnl_memory_create(&p->bias, &bias_md, eng, DNNL_MEMORY_NONE);
   return p;
-}
-
-Prim& get_prim(const Key& k) {
-  thread_local std::unordered_map<Key, std::unique_ptr<Prim>, KeyHash> cache;
-  auto it = cache.find(k);
-  if (it == cache.end()) {
-    if (cache.size() > 1024) cache.clear();
-    it = cache.emplace(k, build(k)).first;
-  }
-  return *it->second;
 }
 
 Key make_key(const ConvParams& p) {
@@ -241,7 +217,7 @@ Key make_key(const ConvParams& p) {
 
 int conv_entry(const void* params, const onrt_arg* args, char* err, size_t errlen) {
   const auto& p = *static_cast<const ConvParams*>(params);
-  Prim& pr = get_prim(make_key(p));
+  Prim& pr = cached_primitive(DnnlPrimitiveKind::Convolution, make_key(p), &build);
   if (!pr.prim) return fail(err, errlen, "convolution: %s", pr.error.c_str());
   dnnl_memory_set_data_handle(pr.src.user, p.src.resolve(args));
   dnnl_memory_set_data_handle(pr.wei.user, p.weights.resolve(args));

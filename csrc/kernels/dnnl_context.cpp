@@ -1,3 +1,5 @@
+// The oneDNN CPU engine, the per-thread streams and primitive caches, and
+// what every cached primitive owns (dnnl_context.h).
 #include "dnnl_context.h"
 
 namespace openneuron::kernels::detail {
@@ -35,6 +37,33 @@ dnnl_data_type_t dnnl_type(DType d) {
     case DType::Float16: return dnnl_f16;
     default: return dnnl_data_type_undef;
   }
+}
+
+std::string dnnl_status_str(dnnl_status_t s) {
+  return "oneDNN status " + std::to_string(static_cast<int>(s));
+}
+
+DnnlPrimitive::~DnnlPrimitive() {
+  if (scratch) dnnl_memory_destroy(scratch);
+  if (prim) dnnl_primitive_destroy(prim);
+}
+
+dnnl_status_t DnnlPrimitive::create(const_dnnl_primitive_desc_t pd, dnnl_engine_t eng) {
+  const dnnl_status_t s = dnnl_primitive_create(&prim, pd);
+  const dnnl_memory_desc_t* sp_md = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+  if (s == dnnl_success && sp_md) {
+    const size_t bytes = dnnl_memory_desc_get_size(sp_md);
+    if (bytes > 0) {
+      scratch_buf.resize(bytes / 8 + 8);
+      dnnl_memory_create(&scratch, sp_md, eng, scratch_buf.data());
+    }
+  }
+  return s;
+}
+
+DnnlPrimitiveCache& dnnl_primitive_cache() {
+  thread_local DnnlPrimitiveCache cache;
+  return cache;
 }
 
 }  // namespace openneuron::kernels::detail

@@ -2,8 +2,10 @@
 // elementwise and reduction params.
 #include <algorithm>
 #include <cstdlib>
+#include <utility>
 
-#include "internal.h"
+#include "openneuron/kernels/params.h"
+#include "openneuron/kernels/types.h"
 
 namespace openneuron {
 

@@ -7,7 +7,13 @@
 #include <cmath>
 #include <vector>
 
-#include "internal.h"
+#include "elementwise.h"
+#include "error.h"
+#include "loop.h"
+#include "openneuron/kernels/kernels.h"
+#include "parallel.h"
+#include "storage.h"
+#include "wrapping.h"
 
 namespace openneuron::kernels {
 namespace detail {
@@ -275,6 +281,27 @@ int scatter_entry(const void* params, const onrt_arg* args, char* err, size_t er
 
 // ------------------------------------------------------------ advanced indexing
 
+// Offsets in `sel` (elements) of the `count` index tuples of Index/IndexPut:
+// tuple c is ind[k * count + c] on dim pos + k, k < m (negative values wrap).
+// Fails on the first index out of bounds.
+int index_tuple_offsets(const TensorType& sel, const int64_t* ind, int m, int pos, int64_t count,
+                        int64_t* coff, char* err, size_t errlen) {
+  for (int64_t c = 0; c < count; ++c) {
+    int64_t off = 0;
+    for (int k = 0; k < m; ++k) {
+      int64_t x = ind[k * count + c];
+      const int64_t size = sel.sizes[pos + k];
+      if (x < -size || x >= size)
+        return fail(err, errlen, "index %lld is out of bounds for dimension %d with size %lld",
+                    static_cast<long long>(x), pos + k, static_cast<long long>(size));
+      if (x < 0) x += size;
+      off += x * sel.strides[pos + k];
+    }
+    coff[c] = off;
+  }
+  return 0;
+}
+
 template <size_t S>
 int index_entry(const void* params, const onrt_arg* args, char* err, size_t errlen) {
   const auto& p = *static_cast<const IndexParams*>(params);
@@ -308,19 +335,7 @@ int index_entry(const void* params, const onrt_arg* args, char* err, size_t errl
   const int64_t vcs = vt.strides[pos];
   // Self offset of each index tuple (validated once).
   std::vector<int64_t> coff(count);
-  for (int64_t c = 0; c < count; ++c) {
-    int64_t off = 0;
-    for (int k = 0; k < m; ++k) {
-      int64_t x = ind[k * count + c];
-      const int64_t size = sel.sizes[pos + k];
-      if (x < -size || x >= size)
-        return fail(err, errlen, "index %lld is out of bounds for dimension %d with size %lld",
-                    static_cast<long long>(x), pos + k, static_cast<long long>(size));
-      if (x < 0) x += size;
-      off += x * sel.strides[pos + k];
-    }
-    coff[c] = off;
-  }
+  if (index_tuple_offsets(sel, ind, m, pos, count, coff.data(), err, errlen)) return 1;
   // Offsets stepping back one element at a time (flip, x[..., ::-1]-style indices).
   bool reversed = m == 1 && count > 1;
   for (int64_t c = 1; c < count && reversed; ++c) reversed = coff[c] == coff[0] - c;
@@ -401,19 +416,7 @@ int index_put_entry(const void* params, const onrt_arg* args, char* err, size_t 
   if (npos * count == 0) return 0;
   const int64_t vcs = vt.strides[pos];
   std::vector<int64_t> coff(count);
-  for (int64_t c = 0; c < count; ++c) {
-    int64_t off = 0;
-    for (int k = 0; k < m; ++k) {
-      int64_t x = ind[k * count + c];
-      const int64_t size = sel.sizes[pos + k];
-      if (x < -size || x >= size)
-        return fail(err, errlen, "index %lld is out of bounds for dimension %d with size %lld",
-                    static_cast<long long>(x), pos + k, static_cast<long long>(size));
-      if (x < 0) x += size;
-      off += x * sel.strides[pos + k];
-    }
-    coff[c] = off;
-  }
+  if (index_tuple_offsets(sel, ind, m, pos, count, coff.data(), err, errlen)) return 1;
   const bool acc = p.accumulate;
   auto body = [&](int64_t b, int64_t e) {
     std::vector<int64_t> so(e - b), vo(e - b);

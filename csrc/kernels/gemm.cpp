@@ -1,17 +1,20 @@
 // The tensor engine: GEMM through well-kept libraries (never a hand-written
 // GEMM). Float32 in BLIS-compatible layouts goes to BLIS (gemm_blis.cpp); the
-// half types and any other layout to oneDNN's matmul primitive, cached per
-// thread and keyed by everything that shapes it (oneDNN threads with OpenMP).
+// half types and any other layout to oneDNN's matmul primitive, kept in the
+// oneDNN primitive cache (dnnl_context.h) keyed by everything that shapes it
+// (oneDNN threads with OpenMP).
 #include <dnnl.h>
 
 #include <memory>
 #include <mutex>
+#include <string>
 #include <unordered_map>
-#include <vector>
 
 #include "dnnl_context.h"
+#include "error.h"
 #include "gemm_blis.h"
-#include "internal.h"
+#include "openneuron/kernels/kernels.h"
+#include "storage.h"
 
 namespace openneuron::kernels {
 namespace detail {
@@ -23,24 +26,16 @@ struct Key {
   bool scaled;
   int64_t dims[4];  // batch, m, n, k
   int64_t st[9];
-  bool operator==(const Key& o) const { return std::memcmp(this, &o, sizeof(Key)) == 0; }
 };
-using KeyHash = BytesHash<Key>;
 
-struct Prim {
-  dnnl_primitive_t prim = nullptr;
-  dnnl_memory_t src = nullptr, wei = nullptr, dst = nullptr, scale = nullptr, scratch = nullptr;
-  std::vector<uint64_t> scratch_buf;
+struct Prim : DnnlPrimitive {
+  dnnl_memory_t src = nullptr, wei = nullptr, dst = nullptr, scale = nullptr;
   float scale_value = 1.0f;
-  std::string error;
-  ~Prim() {
-    for (dnnl_memory_t m : {src, wei, dst, scale, scratch})
+  ~Prim() override {
+    for (dnnl_memory_t m : {src, wei, dst, scale})
       if (m) dnnl_memory_destroy(m);
-    if (prim) dnnl_primitive_destroy(prim);
   }
 };
-
-std::string status_str(dnnl_status_t s) { return "oneDNN status " + std::to_string(static_cast<int>(s)); }
 
 // Builds the matmul primitive and its reusable memory objects.
 std::unique_ptr<Prim> build(const Key& k) {
@@ -60,12 +55,12 @@ std::unique_ptr<Prim> build(const Key& k) {
   if ((s = dnnl_memory_desc_init_by_strides(&a_md, 3, a_dims, dt, a_st)) != dnnl_success ||
       (s = dnnl_memory_desc_init_by_strides(&b_md, 3, b_dims, dt, b_st)) != dnnl_success ||
       (s = dnnl_memory_desc_init_by_strides(&c_md, 3, c_dims, dt, c_st)) != dnnl_success) {
-    p->error = "memory descriptor: " + status_str(s);
+    p->error = "memory descriptor: " + dnnl_status_str(s);
     return p;
   }
   dnnl_matmul_desc_t md;
   if ((s = dnnl_matmul_desc_init(&md, &a_md, &b_md, nullptr, &c_md)) != dnnl_success) {
-    p->error = "matmul descriptor: " + status_str(s);
+    p->error = "matmul descriptor: " + dnnl_status_str(s);
     return p;
   }
   dnnl_primitive_attr_t attr = nullptr;
@@ -87,21 +82,13 @@ std::unique_ptr<Prim> build(const Key& k) {
   dnnl_primitive_attr_destroy(attr);
   if (s != dnnl_success) {
     p->error = std::string("no oneDNN matmul for this ") + dtype_name(k.dt) + " problem (" +
-               status_str(s) + ")";
+               dnnl_status_str(s) + ")";
     return p;
   }
-  s = dnnl_primitive_create(&p->prim, pd);
-  const dnnl_memory_desc_t* sp_md = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
-  if (s == dnnl_success && sp_md) {
-    const size_t bytes = dnnl_memory_desc_get_size(sp_md);
-    if (bytes > 0) {
-      p->scratch_buf.resize(bytes / 8 + 8);
-      dnnl_memory_create(&p->scratch, sp_md, eng, p->scratch_buf.data());
-    }
-  }
+  s = p->create(pd, eng);
   dnnl_primitive_desc_destroy(pd);
   if (s != dnnl_success) {
-    p->error = "matmul primitive: " + status_str(s);
+    p->error = "matmul primitive: " + dnnl_status_str(s);
     return p;
   }
   dnnl_memory_create(&p->src, &a_md, eng, DNNL_MEMORY_NONE);
@@ -114,17 +101,6 @@ std::unique_ptr<Prim> build(const Key& k) {
     dnnl_memory_create(&p->scale, &s_md, eng, &p->scale_value);
   }
   return p;
-}
-
-// Per thread: primitives and their memory objects are then never shared.
-Prim& get_prim(const Key& k) {
-  thread_local std::unordered_map<Key, std::unique_ptr<Prim>, KeyHash> cache;
-  auto it = cache.find(k);
-  if (it == cache.end()) {
-    if (cache.size() > 4096) cache.clear();
-    it = cache.emplace(k, build(k)).first;
-  }
-  return *it->second;
 }
 
 template <class T>
@@ -169,7 +145,7 @@ int gemm_entry(const void* params, const onrt_arg* args, char* err, size_t errle
     key.st[3 + i] = p.b_strides[i];
     key.st[6 + i] = p.c_strides[i];
   }
-  Prim& pr = get_prim(key);
+  Prim& pr = cached_primitive(DnnlPrimitiveKind::Matmul, key, &build);
   if (!pr.prim) return fail(err, errlen, "gemm: %s", pr.error.c_str());
   dnnl_memory_set_data_handle(pr.src, p.a.resolve(args));
   dnnl_memory_set_data_handle(pr.wei, p.b.resolve(args));

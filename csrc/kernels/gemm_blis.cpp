@@ -11,7 +11,7 @@
 #include <algorithm>
 
 #include "gemm_blis.h"
-#include "internal.h"
+#include "parallel.h"
 
 namespace openneuron::kernels::detail {
 namespace {

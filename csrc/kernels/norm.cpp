@@ -7,7 +7,11 @@
 #include <cmath>
 #include <vector>
 
-#include "internal.h"
+#include "error.h"
+#include "float_sum.h"
+#include "openneuron/kernels/kernels.h"
+#include "parallel.h"
+#include "storage.h"
 
 namespace openneuron::kernels {
 namespace detail {

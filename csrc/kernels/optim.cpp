@@ -1,6 +1,7 @@
-// Optimizer engines: fused Adam/AdamW and SGD steps over one parameter tensor
-// (one instruction per parameter; a whole param group is one program), and
-// the full-tensor p-norm used by gradient clipping (_foreach_norm).
+// The optim family's engines: fused Adam/AdamW and SGD steps over one
+// parameter tensor (one instruction per parameter; a whole param group is one
+// program), and NormAll, the full-tensor p-norm of gradient clipping
+// (_foreach_norm).
 //
 // Numerics follow PyTorch's CPU fused kernels (ATen/native/cpu/FusedAdamKernel,
 // FusedSGDKernel): bias corrections in double, element math in float (the
@@ -13,7 +14,10 @@
 #include <limits>
 #include <vector>
 
-#include "internal.h"
+#include "error.h"
+#include "openneuron/kernels/kernels.h"
+#include "parallel.h"
+#include "storage.h"
 
 namespace openneuron::kernels {
 namespace detail {
@@ -28,6 +32,12 @@ inline float read1(const TensorArg& t, const onrt_arg* args) {
       return std::numeric_limits<float>::quiet_NaN();
     }
   });
+}
+
+// A step that changes nothing: the grad scaler found an inf or NaN, or the
+// parameter is empty.
+bool skip_step(const FusedOptimParams& p, const onrt_arg* args) {
+  return (p.found_inf.present() && read1(p.found_inf, args) == 1.0f) || p.numel == 0;
 }
 
 template <class T>
@@ -92,8 +102,7 @@ void adam_loop(const FusedOptimParams& p, const onrt_arg* args, float lr, float 
 template <class T>
 int fused_adam_entry(const void* params, const onrt_arg* args, char* err, size_t errlen) {
   const auto& p = *static_cast<const FusedOptimParams*>(params);
-  if (p.found_inf.present() && read1(p.found_inf, args) == 1.0f) return 0;
-  if (p.numel == 0) return 0;
+  if (skip_step(p, args)) return 0;
   const double lr = p.lr_tensor.present() ? static_cast<double>(read1(p.lr_tensor, args))
                                           : p.lr.as_double(args);
   const double step = static_cast<double>(read1(p.step, args));
@@ -122,8 +131,7 @@ int fused_adam_entry(const void* params, const onrt_arg* args, char* err, size_t
 template <class T>
 int fused_sgd_entry(const void* params, const onrt_arg* args, char* err, size_t errlen) {
   const auto& p = *static_cast<const FusedOptimParams*>(params);
-  if (p.found_inf.present() && read1(p.found_inf, args) == 1.0f) return 0;
-  if (p.numel == 0) return 0;
+  if (skip_step(p, args)) return 0;
   const float lr = p.lr_tensor.present() ? read1(p.lr_tensor, args)
                                          : static_cast<float>(p.lr.as_double(args));
   const float wd = static_cast<float>(p.weight_decay.as_double(args));

@@ -9,7 +9,9 @@
 #include <limits>
 #include <vector>
 
-#include "internal.h"
+#include "openneuron/kernels/kernels.h"
+#include "parallel.h"
+#include "storage.h"
 
 namespace openneuron::kernels {
 namespace detail {

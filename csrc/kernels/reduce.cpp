@@ -5,7 +5,11 @@
 #include <limits>
 #include <vector>
 
-#include "internal.h"
+#include "float_sum.h"
+#include "openneuron/kernels/kernels.h"
+#include "parallel.h"
+#include "storage.h"
+#include "wrapping.h"
 
 namespace openneuron::kernels {
 namespace detail {

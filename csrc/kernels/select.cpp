@@ -5,7 +5,12 @@
 #include <cmath>
 #include <vector>
 
-#include "internal.h"
+#include "error.h"
+#include "loop.h"
+#include "openneuron/kernels/kernels.h"
+#include "parallel.h"
+#include "storage.h"
+#include "wrapping.h"
 
 namespace openneuron::kernels {
 namespace detail {

@@ -4,7 +4,10 @@
 // accumulate in double.
 #include <vector>
 
-#include "internal.h"
+#include "float_sum.h"
+#include "openneuron/kernels/kernels.h"
+#include "parallel.h"
+#include "storage.h"
 #include "vmath.h"
 
 namespace openneuron::kernels {

@@ -232,7 +232,7 @@ ON_INLINE float verf_gelu(float x) {
   return x != x ? x : std::copysign(r, x);
 }
 
-// out[i] = x * 0.5 * (1 + verf_gelu(x * sqrt(1/2))): unary.cpp's GeluErfF.
+// out[i] = x * 0.5 * (1 + verf_gelu(x * sqrt(1/2))): elementwise_unary.cpp's GeluErfF.
 inline int64_t vgelu_erf_blocks(const float* in, float* out, int64_t n) {
   int64_t i = 0;
 #if defined(__AVX512F__)

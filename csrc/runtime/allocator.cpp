@@ -1,3 +1,6 @@
+// The per-core caching allocator (allocator.h): segments, block splitting and
+// merging, per-stream free lists, record_stream, statistics, and the registry
+// mapping a device pointer to its core.
 #include "allocator.h"
 
 #include <sys/mman.h>

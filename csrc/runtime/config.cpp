@@ -1,3 +1,6 @@
+// Configuration from the environment (config.h): platform profiles, visible
+// cores, HBM size per core, LAUNCH_BLOCKING, with the user-facing messages for
+// invalid values.
 #include "config.h"
 
 #include <unistd.h>

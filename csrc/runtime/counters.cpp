@@ -1,3 +1,4 @@
+// The process-wide observability counters (counters.h) and onrt_get_counters.
 #include "counters.h"
 
 #include "openneuron/runtime.h"

@@ -1,3 +1,5 @@
+// The virtual core's DMA queues (dma.h): helper threads that move the slices
+// of one large copy concurrently.
 #include "dma.h"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// Events (event.h) and the onrt_event_* / onrt_stream_wait_event entry points.
 #include "event.h"
 
 #include "counters.h"

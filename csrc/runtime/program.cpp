@@ -1,3 +1,5 @@
+// Programs (program.h): instruction lists, their host execution, and the
+// onrt_program_* entry points that build and release them.
 #include "program.h"
 
 #include <algorithm>

@@ -1,3 +1,5 @@
+// Error reporting (status.h): the thread's last error, message formatting,
+// onrt_status_name and onrt_last_error.
 #include "status.h"
 
 #include <cstdarg>

@@ -1,3 +1,5 @@
+// Streams (stream.h): the work queue, the worker thread that runs it in order,
+// submission, waiting and synchronisation, and stream teardown.
 #include "stream.h"
 
 #include <pthread.h>

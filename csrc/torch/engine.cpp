@@ -5,6 +5,8 @@
 #include <c10/core/DeviceGuard.h>
 #include <c10/util/Exception.h>
 
+#include <atomic>
+
 #include "bridge.h"
 #include "op_checks.h"
 #include "openneuron/compiler/compiler.h"
@@ -13,19 +15,32 @@ namespace openneuron::bridge {
 
 DType to_dtype(c10::ScalarType t) {
   switch (t) {
-    case c10::kBool: return DType::Bool;
-    case c10::kByte: return DType::UInt8;
-    case c10::kChar: return DType::Int8;
-    case c10::kShort: return DType::Int16;
-    case c10::kInt: return DType::Int32;
-    case c10::kLong: return DType::Int64;
-    case c10::kHalf: return DType::Float16;
-    case c10::kBFloat16: return DType::BFloat16;
-    case c10::kFloat: return DType::Float32;
-    case c10::kDouble: return DType::Float64;
-    case c10::kComplexFloat: return DType::Complex64;
-    case c10::ScalarType::Float8_e4m3fn: return DType::Float8E4M3;
-    case c10::ScalarType::Float8_e5m2: return DType::Float8E5M2;
+    case c10::kBool:
+      return DType::Bool;
+    case c10::kByte:
+      return DType::UInt8;
+    case c10::kChar:
+      return DType::Int8;
+    case c10::kShort:
+      return DType::Int16;
+    case c10::kInt:
+      return DType::Int32;
+    case c10::kLong:
+      return DType::Int64;
+    case c10::kHalf:
+      return DType::Float16;
+    case c10::kBFloat16:
+      return DType::BFloat16;
+    case c10::kFloat:
+      return DType::Float32;
+    case c10::kDouble:
+      return DType::Float64;
+    case c10::kComplexFloat:
+      return DType::Complex64;
+    case c10::ScalarType::Float8_e4m3fn:
+      return DType::Float8E4M3;
+    case c10::ScalarType::Float8_e5m2:
+      return DType::Float8E5M2;
     default:
       TORCH_CHECK_NOT_IMPLEMENTED(false, "neuron: dtype ", t, " has no device representation");
   }
@@ -72,37 +87,24 @@ Operand scalar_operand(const c10::Scalar& s, c10::ScalarType compute) {
 }
 
 void decline_half_types(c10::ScalarType compute, const char* what) {
-  TORCH_CHECK_NOT_IMPLEMENTED(compute != c10::kHalf && compute != c10::kBFloat16, "neuron: ",
-                              what, " in ", compute, " runs PyTorch's CPU kernel");
+  TORCH_CHECK_NOT_IMPLEMENTED(compute != c10::kHalf && compute != c10::kBFloat16, "neuron: ", what,
+                              " in ", compute, " runs PyTorch's CPU kernel");
 }
 
-void launch(compiler::Op op, std::initializer_list<Operand> inputs,
-            std::initializer_list<Operand> outputs, std::vector<int64_t> attrs) {
-  c10::DeviceIndex device = -1;
-  std::vector<compiler::ValueType> types;
-  types.reserve(inputs.size() + outputs.size());
-  onrt_arg args[32];
-  int n = 0;
-  TORCH_INTERNAL_ASSERT(inputs.size() + outputs.size() < 32);
-  for (const auto& o : inputs) {
-    types.push_back(o.type);
-    args[n++] = o.arg;
-  }
-  for (const auto& o : outputs) {
-    types.push_back(o.type);
-    args[n++] = o.arg;
-  }
-  // The device is the one holding the first output (outputs are always device tensors).
-  device = outputs.begin()->device;
-  if (device < 0) device = current_device();
+namespace {
+
+// The one way a program reaches a stream: compiled (or found in the cache), given its
+// scratch memory, launched on `device`'s current stream. args has room for the scratch
+// pointer after the n operands.
+void launch_graph(const compiler::Graph& graph, onrt_arg* args, int n, c10::DeviceIndex device) {
   std::shared_ptr<const compiler::Program> program;
   try {
-    auto graph = compiler::Graph::single_op(op, types, static_cast<int>(inputs.size()),
-                                            std::move(attrs));
     program = compiler::ProgramCache::global().get_or_compile(graph);
   } catch (const compiler::CompileError& e) {
     TORCH_CHECK_NOT_IMPLEMENTED(false, "neuron compiler: ", e.what());
   }
+  if (device < 0) device = current_device();
+  // Freed (stream-ordered) when this returns: the launch is queued before it.
   at::Tensor scratch;
   if (program->scratch_bytes > 0) {
     scratch = empty_device({static_cast<int64_t>(program->scratch_bytes)}, c10::kByte,
@@ -110,6 +112,87 @@ void launch(compiler::Op op, std::initializer_list<Operand> inputs,
     args[n++].ptr = scratch.data_ptr();
   }
   ONRT_CHECK(onrt_program_launch(current_runtime_stream(device), program->handle, args, n));
+}
+
+}  // namespace
+
+void launch(compiler::Op op, std::span<const Operand> inputs, std::span<const Operand> outputs,
+            std::vector<int64_t> attrs) {
+  constexpr size_t kMaxArgs = 32;  // a single op's operands, plus the scratch pointer
+  TORCH_INTERNAL_ASSERT(inputs.size() + outputs.size() < kMaxArgs);
+  std::vector<compiler::ValueType> types;
+  types.reserve(inputs.size() + outputs.size());
+  onrt_arg args[kMaxArgs];
+  int n = 0;
+  for (const auto* list : {&inputs, &outputs}) {
+    for (const Operand& o : *list) {
+      types.push_back(o.type);
+      args[n++] = o.arg;
+    }
+  }
+  const auto graph =
+      compiler::Graph::single_op(op, types, static_cast<int>(inputs.size()), std::move(attrs));
+  // The device is the one holding the first output (outputs are always device tensors).
+  launch_graph(graph, args, n, outputs.front().device);
+}
+
+compiler::ValueId ProgramBuilder::input(Operand o) {
+  const compiler::ValueId v = graph_.add_input(o.type);
+  inputs_.push_back(std::move(o));
+  return v;
+}
+
+compiler::ValueId ProgramBuilder::output(const at::Tensor& t) {
+  Operand o = tensor_operand(t);
+  const compiler::ValueId v = graph_.add_value(o.type);
+  graph_.mark_output(v);
+  outputs_.push_back(std::move(o));
+  return v;
+}
+
+void ProgramBuilder::node(compiler::Op op, std::vector<compiler::ValueId> ins,
+                          std::vector<compiler::ValueId> outs, std::vector<int64_t> attrs) {
+  graph_.add_node(op, std::move(ins), std::move(outs), std::move(attrs));
+}
+
+void ProgramBuilder::run() {
+  if (empty()) return;
+  std::vector<onrt_arg> args;
+  args.reserve(inputs_.size() + outputs_.size() + 1);
+  for (const Operand& o : inputs_) args.push_back(o.arg);
+  for (const Operand& o : outputs_) args.push_back(o.arg);
+  const int n = static_cast<int>(args.size());
+  args.emplace_back();  // room for the scratch pointer
+  launch_graph(graph_, args.data(), n, outputs_.empty() ? -1 : outputs_.front().device);
+}
+
+std::pair<Operand, Operand> reserve_philox(c10::Device device,
+                                           const std::optional<at::Generator>& gen, compiler::Op op,
+                                           std::initializer_list<int64_t> dims) {
+  int64_t increment = 0;
+  try {
+    increment = compiler::philox_offset_increment(op, dims);
+  } catch (const compiler::CompileError& e) {
+    TORCH_INTERNAL_ASSERT(false, e.what());
+  }
+  auto [seed, offset] = philox_reserve(gen, device.index(), static_cast<uint64_t>(increment));
+  return {int_operand(static_cast<int64_t>(seed)), int_operand(static_cast<int64_t>(offset))};
+}
+
+void fill_scalar_device(const at::Tensor& t, double value) {
+  if (t.numel() == 0) return;
+  launch(compiler::Op::Fill, {scalar_operand(value, t.scalar_type())}, {tensor_operand(t)});
+}
+
+c10::ScalarType narrow_dtype(c10::ScalarType t) {
+  if (t != c10::kDouble && t != c10::kComplexDouble) return t;
+  static std::atomic<bool> warned{false};
+  if (!warned.exchange(true)) {
+    TORCH_WARN(
+        "neuron: float64 is not a device type; float64 data is stored and computed as float32 "
+        "(complex128 as complex64) on neuron. This warning is shown once.");
+  }
+  return t == c10::kDouble ? c10::kFloat : c10::kComplexFloat;
 }
 
 at::Tensor empty_device(at::IntArrayRef sizes, c10::ScalarType dtype, c10::Device device) {
@@ -125,9 +208,8 @@ at::Tensor empty_device_strided(at::IntArrayRef sizes, at::IntArrayRef strides,
   dtype = narrow_dtype(dtype);
   c10::DeviceGuard guard(device);
   constexpr c10::DispatchKeySet ks(c10::DispatchKey::PrivateUse1);
-  return at::detail::empty_strided_generic(sizes, strides,
-                                           c10::GetAllocator(c10::DeviceType::PrivateUse1), ks,
-                                           dtype);
+  return at::detail::empty_strided_generic(
+      sizes, strides, c10::GetAllocator(c10::DeviceType::PrivateUse1), ks, dtype);
 }
 
 void copy_on_device(const at::Tensor& dst, const at::Tensor& src) {

@@ -3,19 +3,9 @@
 // their backward ops, and unary math (exp2 ... atanh, trunc, frac, isinf,
 // isfinite, fmod). Each ATen op launches one compiler op of the activation
 // family (lower_activation.cpp); dtype rules and error messages are PyTorch's.
-#include <ATen/ATen.h>
-#include <ATen/ExpandUtils.h>
-#include <ATen/MemoryOverlap.h>
-#include <ATen/native/Resize.h>
-#include <torch/library.h>
-
 #include <vector>
 
-#include "bridge.h"
-#include "engine.h"
-#include "output_layout.h"
-#include "native_ops.h"
-#include "op_checks.h"
+#include "op_helpers.h"
 
 namespace openneuron::bridge {
 namespace {
@@ -23,52 +13,14 @@ namespace {
 using at::Tensor;
 using compiler::Op;
 
-// Writes `body(target)`'s result into `out`, through a temporary when out's
-// dtype differs or its layout overlaps itself (the engine writes each element once).
-template <typename Body>
-void write_result(const Tensor& out, c10::ScalarType dtype, Body&& body) {
-  if (out.numel() == 0) return;
-  if (out.scalar_type() == dtype && at::has_internal_overlap(out) != at::MemOverlap::Yes) {
-    body(out);
-    return;
-  }
-  Tensor tmp = empty_device(out.sizes(), dtype, out.device());
-  body(tmp);
-  copy_on_device(out, tmp);
-}
-
 // out = op(in...) with a result of dtype `result`; `in` holds the tensor and
-// scalar operands in the compiler op's order. launch() takes an initializer
-// list, hence the switch on the operand count.
+// scalar operands in the compiler op's order.
 void run(Op op, const std::vector<Operand>& in, const Tensor& out, c10::ScalarType result,
          std::vector<int64_t> attrs = {}) {
   write_result(out, result, [&](const Tensor& t) {
     const Operand o = tensor_operand(t);
-    switch (in.size()) {
-      case 1:
-        return launch(op, {in[0]}, {o}, attrs);
-      case 2:
-        return launch(op, {in[0], in[1]}, {o}, attrs);
-      case 3:
-        return launch(op, {in[0], in[1], in[2]}, {o}, attrs);
-      case 4:
-        return launch(op, {in[0], in[1], in[2], in[3]}, {o}, attrs);
-      case 5:
-        return launch(op, {in[0], in[1], in[2], in[3], in[4]}, {o}, attrs);
-    }
-    TORCH_INTERNAL_ASSERT(false, "bad operand count");
+    launch(op, in, std::span(&o, 1), attrs);
   });
-}
-
-// A tensor in `compute` expanded to `shape`; CPU 0-dim tensors become scalars.
-Operand value(const Tensor& t, c10::ScalarType compute, at::IntArrayRef shape) {
-  if (is_cpu_scalar(t)) return scalar_operand(t.item(), compute);
-  return tensor_operand(to_dtype_on_device(t, compute).expand(shape));
-}
-
-void check_float(const Tensor& self, const char* kernel) {
-  TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(self.scalar_type()), "\"", kernel,
-                              "\" not implemented for '", c10::toString(self.scalar_type()), "'");
 }
 
 // ------------------------------------------------------------ forward activations
@@ -87,7 +39,7 @@ void act_check(const Act& a, const Tensor& self) {
     TORCH_CHECK_NOT_IMPLEMENTED(!self.is_complex(), "\"", a.kernel, "\" not implemented for '",
                                 c10::toString(self.scalar_type()), "'");
   } else {
-    check_float(self, a.kernel);
+    decline_non_float(self, a.kernel);
   }
 }
 
@@ -205,7 +157,7 @@ Tensor& bwd_into(Op op, const char* name, const Tensor& grad, const Tensor& self
                  std::vector<int64_t> attrs = {}) {
   const c10::Device device = common_device(name, {&grad, &self});
   const auto compute = at::result_type(grad, self);
-  check_float(self, name);
+  decline_non_float(self, name);
   const auto shape = at::infer_size_dimvector(grad.sizes(), self.sizes());
   if (grad_input.defined()) {
     check_out_device(grad_input, device, name);
@@ -218,7 +170,8 @@ Tensor& bwd_into(Op op, const char* name, const Tensor& grad, const Tensor& self
                      : empty_elementwise(shape, compute, device, {&grad, &self});
   }
   if (grad_input.numel() == 0) return grad_input;
-  std::vector<Operand> in{value(grad, compute, shape), value(self, compute, shape)};
+  std::vector<Operand> in{elementwise_operand(grad, compute, shape),
+                          elementwise_operand(self, compute, shape)};
   for (const c10::Scalar& c : coefs) in.push_back(scalar_operand(c, compute));
   run(op, in, grad_input, compute, std::move(attrs));
   return grad_input;
@@ -319,7 +272,7 @@ void math_check(Kind kind, const char* kernel, const Tensor& self) {
   TORCH_CHECK_NOT_IMPLEMENTED(ok, "\"", kernel, "\" not implemented for '", c10::toString(t), "'");
 }
 
-// One struct per math op (ON_MATH_OP below): its compiler op, result kind and
+// One struct per math op (MATH_OP below): its compiler op, result kind and
 // ATen name.
 template <class M>
 void math_into(const Tensor& self, const Tensor& out) {
@@ -349,29 +302,29 @@ Tensor& math_(Tensor& self) {
   return self;
 }
 
-#define ON_MATH_OP(name, op, kind)                       \
+#define MATH_OP(name, op, kind)                          \
   struct M_##name {                                      \
     static constexpr Op kOp = Op::op;                    \
     static constexpr Kind kKind = Kind::kind;            \
     static constexpr const char* kName = "aten::" #name; \
   };
-ON_MATH_OP(exp2, Exp2, FloatResult)
-ON_MATH_OP(expm1, Expm1, FloatResult)
-ON_MATH_OP(log1p, Log1p, FloatResult)
-ON_MATH_OP(log2, Log2, FloatResult)
-ON_MATH_OP(log10, Log10, FloatResult)
-ON_MATH_OP(tan, Tan, FloatResult)
-ON_MATH_OP(asin, Asin, FloatResult)
-ON_MATH_OP(acos, Acos, FloatResult)
-ON_MATH_OP(atan, Atan, FloatResult)
-ON_MATH_OP(sinh, Sinh, FloatResult)
-ON_MATH_OP(cosh, Cosh, FloatResult)
-ON_MATH_OP(asinh, Asinh, FloatResult)
-ON_MATH_OP(acosh, Acosh, FloatResult)
-ON_MATH_OP(atanh, Atanh, FloatResult)
-ON_MATH_OP(trunc, Trunc, SameType)
-ON_MATH_OP(frac, Frac, FloatOnly)
-#undef ON_MATH_OP
+MATH_OP(exp2, Exp2, FloatResult)
+MATH_OP(expm1, Expm1, FloatResult)
+MATH_OP(log1p, Log1p, FloatResult)
+MATH_OP(log2, Log2, FloatResult)
+MATH_OP(log10, Log10, FloatResult)
+MATH_OP(tan, Tan, FloatResult)
+MATH_OP(asin, Asin, FloatResult)
+MATH_OP(acos, Acos, FloatResult)
+MATH_OP(atan, Atan, FloatResult)
+MATH_OP(sinh, Sinh, FloatResult)
+MATH_OP(cosh, Cosh, FloatResult)
+MATH_OP(asinh, Asinh, FloatResult)
+MATH_OP(acosh, Acosh, FloatResult)
+MATH_OP(atanh, Atanh, FloatResult)
+MATH_OP(trunc, Trunc, SameType)
+MATH_OP(frac, Frac, FloatOnly)
+#undef MATH_OP
 
 // isinf / isfinite: Bool out, any real input (integers: never infinite).
 template <Op kOp>
@@ -397,12 +350,6 @@ Tensor isx(const Tensor& self) {
 
 // fmod: PyTorch's type promotion; the Scalar overloads treat the number as a
 // wrapped number (it does not promote the tensor's dtype category downwards).
-Tensor wrap(const c10::Scalar& s) {
-  Tensor t = c10::scalar_to_tensor(s);
-  t.unsafeGetTensorImpl()->set_wrapped_number(true);
-  return t;
-}
-
 // Bool and complex decline (PyTorch's kernel has no Bool fmod either).
 void fmod_check(c10::ScalarType compute) {
   TORCH_CHECK_NOT_IMPLEMENTED(compute != c10::kBool && !c10::isComplexType(compute),
@@ -412,7 +359,8 @@ void fmod_check(c10::ScalarType compute) {
 void fmod_into(const Tensor& a, const Tensor& b, const Tensor& out, c10::ScalarType compute) {
   if (out.numel() == 0) return;
   const at::IntArrayRef shape = out.sizes();
-  run(Op::Fmod, {value(a, compute, shape), value(b, compute, shape)}, out, compute);
+  run(Op::Fmod, {elementwise_operand(a, compute, shape), elementwise_operand(b, compute, shape)},
+      out, compute);
 }
 Tensor fmod_t(const Tensor& a, const Tensor& b) {
   const c10::Device device = common_device("fmod", {&a, &b});
@@ -444,15 +392,15 @@ Tensor& fmod_t_out(const Tensor& a, const Tensor& b, Tensor& out) {
   fmod_into(a, b, out, compute);
   return out;
 }
-Tensor fmod_s(const Tensor& a, const c10::Scalar& b) { return fmod_t(a, wrap(b)); }
-Tensor& fmod_s_(Tensor& a, const c10::Scalar& b) { return fmod_t_(a, wrap(b)); }
+Tensor fmod_s(const Tensor& a, const c10::Scalar& b) { return fmod_t(a, wrapped_scalar(b)); }
+Tensor& fmod_s_(Tensor& a, const c10::Scalar& b) { return fmod_t_(a, wrapped_scalar(b)); }
 Tensor& fmod_s_out(const Tensor& a, const c10::Scalar& b, Tensor& out) {
-  return fmod_t_out(a, wrap(b), out);
+  return fmod_t_out(a, wrapped_scalar(b), out);
 }
 
 }  // namespace
 
-#define ON_MATH(name)                 \
+#define MATH_UNARY(name)              \
   m.impl(#name, math_fn<M_##name>);   \
   m.impl(#name "_", math_<M_##name>); \
   m.impl(#name ".out", math_out<M_##name>);
@@ -498,22 +446,22 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, lib) {
   m.impl("log_sigmoid_backward", log_sigmoid_backward);
   m.impl("log_sigmoid_backward.grad_input", log_sigmoid_backward_out);
 
-  ON_MATH(exp2)
-  ON_MATH(expm1)
-  ON_MATH(log1p)
-  ON_MATH(log2)
-  ON_MATH(log10)
-  ON_MATH(tan)
-  ON_MATH(asin)
-  ON_MATH(acos)
-  ON_MATH(atan)
-  ON_MATH(sinh)
-  ON_MATH(cosh)
-  ON_MATH(asinh)
-  ON_MATH(acosh)
-  ON_MATH(atanh)
-  ON_MATH(trunc)
-  ON_MATH(frac)
+  MATH_UNARY(exp2)
+  MATH_UNARY(expm1)
+  MATH_UNARY(log1p)
+  MATH_UNARY(log2)
+  MATH_UNARY(log10)
+  MATH_UNARY(tan)
+  MATH_UNARY(asin)
+  MATH_UNARY(acos)
+  MATH_UNARY(atan)
+  MATH_UNARY(sinh)
+  MATH_UNARY(cosh)
+  MATH_UNARY(asinh)
+  MATH_UNARY(acosh)
+  MATH_UNARY(atanh)
+  MATH_UNARY(trunc)
+  MATH_UNARY(frac)
   m.impl("isinf", isx<Op::IsInf>);
   m.impl("isinf.out", isx_out<Op::IsInf>);
   m.impl("isfinite", isx<Op::IsFinite>);

@@ -19,7 +19,6 @@
 #include "bridge.h"
 #include "engine.h"
 #include "output_layout.h"
-#include "openneuron/kernels/kernels.h"
 
 namespace openneuron::bridge {
 namespace {
@@ -42,9 +41,7 @@ const char* unsupported_reason(const Tensor& q, const Tensor& k, const Tensor& v
   const auto dt = q.scalar_type();
   if (!is_attention_dtype(dt) || k.scalar_type() != dt || v.scalar_type() != dt)
     return "dtype (float32, bfloat16, float16, all alike)";
-  auto empty = [](const Tensor& t) {
-    return TORCH_GUARD_SIZE_OBLIVIOUS(t.sym_numel().sym_eq(0));
-  };
+  auto empty = [](const Tensor& t) { return TORCH_GUARD_SIZE_OBLIVIOUS(t.sym_numel().sym_eq(0)); };
   if (empty(q) || empty(k) || empty(v)) return "empty inputs";
   const auto qs = q.sym_sizes(), ks = k.sym_sizes(), vs = v.sym_sizes();
   if (ks[0] != qs[0] || vs[0] != qs[0] || vs[1] != ks[1] || vs[2] != ks[2] || ks[3] != qs[3])
@@ -132,10 +129,9 @@ ForwardResult sdpa_overrideable(const Tensor& q, const Tensor& k, const Tensor& 
   const bool dropout = dropout_p > 0.0;
   int64_t seed = 0, offset = 0;
   if (dropout) {
-    auto [s, o] = philox_reserve(std::nullopt, q.device().index(),
-                                 kernels::attention_offset_increment(B, H, L, S));
-    seed = static_cast<int64_t>(s);
-    offset = static_cast<int64_t>(o);
+    auto [s, o] = reserve_philox(q.device(), std::nullopt, Op::Attention, {B, H, L, S});
+    seed = s.arg.i;
+    offset = o.arg.i;
   }
   // The backward reads seed and offset from these host scalars to draw the
   // same dropout mask again.

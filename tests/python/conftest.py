@@ -17,3 +17,10 @@ def run_python(code: str, **env) -> subprocess.CompletedProcess:
 def neuron():
     assert hasattr(torch, "neuron") and torch.neuron.is_available(), "neuron device not loaded"
     return torch.device("neuron")
+
+
+@pytest.fixture
+def no_fallback(monkeypatch):
+    """The ops under test must run natively: any CPU fallback raises. A file whose every
+    test needs it says `pytestmark = pytest.mark.usefixtures("no_fallback")`."""
+    monkeypatch.setenv("OPENNEURON_FALLBACK", "error")

@@ -2,15 +2,16 @@
 (and integer dtypes where the CPU has them), in-place and out= variants, gradients through
 autograd, special values, and that none of these ops falls back to the CPU."""
 
+import functools
 import math
 
 import pytest
 import torch
 import torch.nn.functional as F
 
+import helpers
 import openneuron
-
-FLOATS = [torch.float32, torch.bfloat16, torch.float16]
+from helpers import FLOATS
 
 
 @pytest.fixture
@@ -23,10 +24,7 @@ def native(monkeypatch):
     assert openneuron.fallback_stats() == {}
 
 
-def close(got, ref, **kw):
-    assert got.device.type == "neuron"
-    assert got.dtype == ref.dtype and got.shape == ref.shape
-    torch.testing.assert_close(got.cpu(), ref, equal_nan=True, **kw)
+close = functools.partial(helpers.close, equal_nan=True)
 
 
 def sample(lo, hi, n=4099, points=()):

@@ -7,14 +7,14 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
+from helpers import FLOATS
+
 FUSED = "ScaledDotProductFusedAttentionOverrideable"
 # Inputs are rounded to the dtype first; the CPU reference then runs in float32.
 TOL = {torch.float32: 2e-5, torch.bfloat16: 3e-2, torch.float16: 4e-3}
 
 
-@pytest.fixture(autouse=True)
-def no_fallback(monkeypatch):
-    monkeypatch.setenv("OPENNEURON_FALLBACK", "error")
+pytestmark = pytest.mark.usefixtures("no_fallback")
 
 
 def rand(*shape, dtype=torch.float32, gen=None):
@@ -40,7 +40,8 @@ def run_both(q, k, v, grad=True, **kw):
     return out_n, [t.grad for t in ins_n], out_c, [t.grad for t in ins_c]
 
 
-def check(out_n, grads_n, out_c, grads_c, dtype):
+def compare(out_n, grads_n, out_c, grads_c, dtype):
+    """run_both's neuron results against its CPU ones, within TOL[dtype]."""
     tol = TOL[dtype]
     assert out_n.device.type == "neuron" and out_n.dtype == dtype
     torch.testing.assert_close(out_n.cpu().float(), out_c.detach(), rtol=tol, atol=tol)
@@ -53,28 +54,25 @@ def check(out_n, grads_n, out_c, grads_c, dtype):
                                        msg=lambda m, n=name: f"grad {n}: {m}")
 
 
-DTYPES = [torch.float32, torch.bfloat16, torch.float16]
-
-
-@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("dtype", FLOATS)
 def test_no_mask_default_scale(neuron, dtype):
     g = torch.Generator().manual_seed(0)
     q, k, v = (rand(2, 3, 70, 32, dtype=dtype, gen=g), rand(2, 3, 300, 32, dtype=dtype, gen=g),
                rand(2, 3, 300, 32, dtype=dtype, gen=g))
-    check(*run_both(q, k, v), dtype)
+    compare(*run_both(q, k, v), dtype)
 
 
-@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("dtype", FLOATS)
 def test_causal_custom_scale_and_value_dim(neuron, dtype):
     g = torch.Generator().manual_seed(1)
     # L > S and L < S both: PyTorch's causal mask is top-left aligned.
     for L, S in [(130, 100), (40, 150)]:
         q, k = rand(1, 2, L, 16, dtype=dtype, gen=g), rand(1, 2, S, 16, dtype=dtype, gen=g)
         v = rand(1, 2, S, 24, dtype=dtype, gen=g)  # Ev != E
-        check(*run_both(q, k, v, is_causal=True, scale=0.17), dtype)
+        compare(*run_both(q, k, v, is_causal=True, scale=0.17), dtype)
 
 
-@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("dtype", FLOATS)
 @pytest.mark.parametrize("kind", ["bool_2d", "bool_4d_bcast", "additive_full", "additive_pad"])
 def test_masks(neuron, dtype, kind):
     g = torch.Generator().manual_seed(2)
@@ -93,16 +91,16 @@ def test_masks(neuron, dtype, kind):
         mask = torch.zeros(B, 1, 1, S)
         mask[1, ..., 200:] = float("-inf")
         mask = mask.to(dtype)
-    check(*run_both(q, k, v, attn_mask=mask), dtype)
+    compare(*run_both(q, k, v, attn_mask=mask), dtype)
 
 
-@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("dtype", FLOATS)
 def test_gqa(neuron, dtype):
     g = torch.Generator().manual_seed(3)
     q = rand(2, 8, 50, 32, dtype=dtype, gen=g)
     k, v = rand(2, 2, 90, 32, dtype=dtype, gen=g), rand(2, 2, 90, 32, dtype=dtype, gen=g)
-    check(*run_both(q, k, v, enable_gqa=True), dtype)
-    check(*run_both(q, k, v, enable_gqa=True, is_causal=True), dtype)
+    compare(*run_both(q, k, v, enable_gqa=True), dtype)
+    compare(*run_both(q, k, v, enable_gqa=True, is_causal=True), dtype)
 
 
 def test_transposed_inputs_and_output_layout(neuron):
@@ -110,7 +108,7 @@ def test_transposed_inputs_and_output_layout(neuron):
     g = torch.Generator().manual_seed(4)
     q, k, v = (rand(2, 40, 4, 16, gen=g).transpose(1, 2) for _ in range(3))
     out_n, grads_n, out_c, grads_c = run_both(q, k, v)
-    check(out_n, grads_n, out_c, grads_c, torch.float32)
+    compare(out_n, grads_n, out_c, grads_c, torch.float32)
     # The result is usually transposed back and flattened: that must be a view.
     assert out_n.transpose(1, 2).is_contiguous()
 

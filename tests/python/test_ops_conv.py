@@ -1,37 +1,23 @@
 """Convolutions on neuron (oneDNN) against the CPU: 1-d/2-d/3-d, stride, padding,
 dilation, groups, transposed (output_padding), bias, padding modes, backward, bf16."""
 
+import functools
+
 import pytest
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+import helpers
 import openneuron
 
+pytestmark = pytest.mark.usefixtures("no_fallback")
 
-@pytest.fixture(autouse=True)
-def no_fallback(monkeypatch):
-    monkeypatch.setenv("OPENNEURON_FALLBACK", "error")
-
-
-def check(fn, inputs, neuron, dtype=torch.float32, tol=None):
-    cpu_in = [t.to(dtype).clone().requires_grad_() for t in inputs]
-    dev_in = [t.detach().to(neuron).requires_grad_() for t in cpu_in]
-    ref, got = fn(*cpu_in), fn(*dev_in)
-    assert got.device.type == "neuron" and got.shape == ref.shape and got.dtype == ref.dtype
-    tol = tol or (dict(rtol=1e-4, atol=1e-4) if dtype == torch.float32 else dict(rtol=2e-2, atol=5e-2))
-    torch.testing.assert_close(got.detach().cpu(), ref.detach(), **tol)
-    g = torch.randn_like(ref)
-    ref.backward(g)
-    got.backward(g.to(neuron))
-    for a, b in zip(dev_in, cpu_in):
-        gtol = tol
-        if dtype != torch.float32:
-            # Gradients of weights sum hundreds of products: in half types an element that
-            # cancels to near zero carries the rounding of the large terms (both sides
-            # round, differently per engine), so its tolerance scales with the largest.
-            gtol = dict(rtol=tol["rtol"], atol=max(tol["atol"], 2e-2 * b.grad.abs().max().item()))
-        torch.testing.assert_close(a.grad.cpu(), b.grad, **gtol)
+# Gradients of weights sum hundreds of products: in half types an element that cancels to
+# near zero carries the rounding of the large terms (both sides round, differently per
+# engine), so its tolerance scales with the largest (half_grad_atol).
+check = functools.partial(helpers.check, half_grad_atol=2e-2, tols={
+    torch.float32: dict(rtol=1e-4, atol=1e-4), None: dict(rtol=2e-2, atol=5e-2)})
 
 
 CONV2D = [

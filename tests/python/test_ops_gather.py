@@ -1,64 +1,21 @@
-"""Native pow/isin, gather/scatter, advanced indexing, sort/topk, flip/roll,
-var/std and vector norms against the CPU."""
+"""Native gather/scatter (and their reductions), index_add/copy, advanced indexing and
+index_put, sort/topk, isin, flip/roll, histc, composites built on them, and complex
+scalars through the host library, against the CPU."""
+
+import functools
 
 import pytest
 import torch
 
+import helpers
 import openneuron
 
+pytestmark = pytest.mark.usefixtures("no_fallback")
 
-@pytest.fixture(autouse=True)
-def no_fallback(monkeypatch):
-    monkeypatch.setenv("OPENNEURON_FALLBACK", "error")
-
-
-def dev(x):
-    return x.to("neuron") if isinstance(x, torch.Tensor) else x
-
-
-def same(fn, *args, rtol=1.3e-6, atol=1e-5, exact=False):
-    cpu = fn(*args)
-    out = fn(*[dev(a) for a in args])
-    cpus = cpu if isinstance(cpu, (tuple, list)) else [cpu]
-    outs = out if isinstance(out, (tuple, list)) else [out]
-    for c, d in zip(cpus, outs):
-        assert d.device.type == "neuron"
-        torch.testing.assert_close(d.cpu(), c, rtol=0 if exact else rtol, atol=0 if exact else atol,
-                                   equal_nan=True)
-
+# assert_close's float32 tolerances
+same = functools.partial(helpers.same, rtol=1.3e-6, atol=1e-5)
 
 X = torch.randn(6, 7, 5)
-
-
-@pytest.mark.parametrize("e", [2, 3, 0.5, -1, 1, 0, 2.5, -0.5])
-def test_pow_scalar(neuron, e):
-    x = X.abs() + 0.1
-    same(lambda a: a.pow(e), x)
-    same(lambda a: a.pow(e), x.to(torch.bfloat16), rtol=1.6e-2, atol=1e-2)
-    same(lambda a: torch.pow(a, e), X.transpose(0, 2).abs())
-
-
-def test_pow_variants_and_errors(neuron):
-    same(lambda a, b: torch.pow(a, b), X.abs(), torch.randn(7, 1))
-    same(lambda a: torch.pow(2.0, a), X)
-    same(lambda a: a.pow(3), torch.arange(-5, 5), exact=True)
-    same(lambda a: a.clone().pow_(2), X)
-    same(lambda a: a.pow(2).mean(-1, keepdim=True), X)  # HF RMSNorm
-    with pytest.raises(RuntimeError, match="Integers to negative integer powers are not allowed"):
-        torch.arange(3, device=neuron).pow(-1)
-
-
-def test_pow_backward(neuron):
-    x = (X.abs() + 0.1).requires_grad_()
-    xd = x.detach().to(neuron).requires_grad_()
-    x.pow(3).sum().backward()
-    xd.pow(3).sum().backward()
-    torch.testing.assert_close(xd.grad.cpu(), x.grad)
-
-
-def test_floor_divide(neuron):
-    same(lambda a, b: torch.floor_divide(a, b), torch.arange(-7, 7), torch.tensor(3), exact=True)
-    same(lambda a, b: torch.floor_divide(a, b), X, X.abs() + 0.5)
 
 
 @pytest.mark.parametrize("dtype", [torch.int64, torch.float32])
@@ -276,43 +233,6 @@ def test_flip_roll(neuron):
         torch.roll(X.to(neuron), (1, 2), (0,))
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_var_std(neuron, dtype):
-    tol = dict(rtol=1.6e-2, atol=1e-2) if dtype == torch.bfloat16 else {}
-    x = X.to(dtype)
-    same(lambda a: a.var(), x, **tol)
-    same(lambda a: a.var(1), x, **tol)
-    same(lambda a: a.std((0, 2), keepdim=True, correction=0), x, **tol)
-    same(lambda a: torch.var_mean(a, -1), x, **tol)
-    same(lambda a: torch.std_mean(a, 0, correction=2), x, **tol)
-    same(lambda a: a[:1].var(0), x, **tol)  # one sample: nan
-    with pytest.raises(RuntimeError, match="std only supports floating-point"):
-        torch.arange(3, device=neuron).std()
-
-
-def test_var_backward(neuron):
-    x = torch.randn(4, 9, requires_grad=True)
-    xd = x.detach().to(neuron).requires_grad_()
-    x.std(1).sum().backward()
-    xd.std(1).sum().backward()
-    torch.testing.assert_close(xd.grad.cpu(), x.grad, rtol=1e-5, atol=1e-6)
-
-
-@pytest.mark.parametrize("ord", [2, 1, float("inf"), -float("inf"), 0, 3.5])
-def test_vector_norm(neuron, ord):
-    same(lambda a: torch.linalg.vector_norm(a, ord), X)
-    same(lambda a: torch.linalg.vector_norm(a, ord, dim=1, keepdim=True), X)
-    same(lambda a: torch.linalg.vector_norm(a, ord, dim=(0, 2)), X.to(torch.bfloat16), rtol=1.6e-2, atol=1e-2)
-
-
-def test_vector_norm_backward_and_clip(neuron):
-    x = torch.randn(5, 6, requires_grad=True)
-    xd = x.detach().to(neuron).requires_grad_()
-    torch.linalg.vector_norm(x, dim=1).sum().backward()
-    torch.linalg.vector_norm(xd, dim=1).sum().backward()
-    torch.testing.assert_close(xd.grad.cpu(), x.grad)
-
-
 def test_composites_stay_native(neuron):
     x = torch.randn(4, 6)
     same(lambda a: torch.logsumexp(a, 1), x)
@@ -350,17 +270,6 @@ def test_scatter_sums_in_half_types_round_once_like_the_cpu(neuron, dtype):
     same(lambda a, i, s: a.clone().index_add_(0, i, s), x, idx[:, 0], src, exact=True)
     same(lambda a, i, s: a.clone().index_add_(1, i, s), x.t().contiguous(), idx[:, 0],
          src.t().contiguous(), exact=True)
-
-
-@pytest.mark.parametrize("exponent", [2, 3, 0.5, -0.5, -1, -2, 1.7])
-def test_pow_by_scalar_takes_the_cpus_shortcuts(neuron, exponent):
-    # pow by 2, 3, -0.5, -1, -2 is computed as the CPU computes it (x*x, x*x*x, 1/sqrt(x),
-    # ...) and equals it bit for bit. By 0.5 both take the square root, but the CPU's float32
-    # sqrt is not correctly rounded (about 0.7% of values a unit off) while neuron's is.
-    x = torch.rand(4096, generator=torch.Generator().manual_seed(1)) * 10 + 0.01
-    same(lambda a: a.pow(exponent), x, exact=exponent in (2, 3, -0.5, -1, -2))
-    same(lambda a: a.pow(exponent), x, rtol=1.3e-6, atol=0)
-    same(lambda a: a.pow(torch.full_like(a, exponent)), x, rtol=1.3e-6, atol=0)
 
 
 def test_complex_scalars_run_natively_through_the_host_library(neuron):

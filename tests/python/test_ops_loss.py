@@ -1,31 +1,18 @@
-"""Losses on neuron against the CPU: forward, backward (autograd), bf16, reductions, errors."""
+"""Losses on neuron against the CPU: forward, backward (autograd), bf16, reductions, errors;
+nll_loss errors raised at synchronisation; chunked linear cross-entropy. Softmax and the
+cross-entropy built on it are in test_ops_softmax.py."""
+
+import functools
 
 import pytest
 import torch
 import torch.nn.functional as F
 
+import helpers
 import openneuron
 
-
-@pytest.fixture
-def no_fallback(monkeypatch):
-    monkeypatch.setenv("OPENNEURON_FALLBACK", "error")
-
-
-def check(fn, inputs, neuron, dtype=torch.float32, grad_idx=(0,)):
-    cpu_in = [t.to(dtype) if t.is_floating_point() else t for t in inputs]
-    cpu_in = [t.clone().requires_grad_(i in grad_idx) for i, t in enumerate(cpu_in)]
-    dev_in = [t.detach().to(neuron).requires_grad_(i in grad_idx) for i, t in enumerate(cpu_in)]
-    ref = fn(*cpu_in)
-    got = fn(*dev_in)
-    assert got.device.type == "neuron" and got.dtype == ref.dtype and got.shape == ref.shape
-    tol = dict(rtol=1e-5, atol=1e-6) if dtype == torch.float32 else dict(rtol=2e-2, atol=2e-2)
-    torch.testing.assert_close(got.detach().cpu(), ref.detach(), **tol)
-    g = torch.randn_like(ref)
-    ref.backward(g)
-    got.backward(g.to(neuron))
-    for i in grad_idx:
-        torch.testing.assert_close(dev_in[i].grad.cpu(), cpu_in[i].grad, **tol)
+check = functools.partial(helpers.check, grad_idx=(0,), tols={
+    torch.float32: dict(rtol=1e-5, atol=1e-6), None: dict(rtol=2e-2, atol=2e-2)})
 
 
 REDUCTIONS = ["mean", "sum", "none"]
@@ -116,3 +103,31 @@ def test_bce_with_logits(neuron, monkeypatch):
     pw = torch.rand(3)
     check(lambda a, b: F.binary_cross_entropy_with_logits(a, b, pos_weight=pw.to(a.device)), [x, t], neuron)
     assert all("log_sigmoid" in k for k in openneuron.fallback_stats()), openneuron.fallback_stats()
+
+
+def test_device_errors_surface_at_sync_with_op_name(neuron, no_fallback):
+    logits = torch.randn(4, 3, device=neuron)
+    bad_target = torch.tensor([0, 1, 7, 2], device=neuron)
+    with pytest.raises(RuntimeError, match="out of bounds"):
+        F.nll_loss(logits, bad_target).item()
+    assert torch.ones(2, device=neuron).sum().item() == 2.0  # the stream recovers
+
+
+def test_chunked_linear_cross_entropy_uses_the_cpu_defaults(neuron, no_fallback):
+    from torch.nn.modules.linear_cross_entropy_options import LinearCrossEntropyOptions
+
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(16, 8, generator=g).to(torch.bfloat16)
+    w = torch.randn(32, 8, generator=g).to(torch.bfloat16)
+    t = torch.randint(0, 32, (16,), generator=g)
+
+    def loss(device):
+        xi = x.to(device).requires_grad_()
+        wi = w.to(device).requires_grad_()
+        out = torch.nn.functional.linear_cross_entropy(
+            xi, wi, t.to(device), reduction="none", options=LinearCrossEntropyOptions())
+        out.backward(torch.ones_like(out))
+        return out.cpu(), xi.grad.cpu(), wi.grad.cpu()
+
+    for got, ref in zip(loss(neuron), loss("cpu")):
+        torch.testing.assert_close(got, ref, rtol=0, atol=0)

@@ -5,19 +5,13 @@ import torch
 import torch.nn.functional as F
 
 import openneuron
+from helpers import backward, close
 
 
-@pytest.fixture(autouse=True)
-def no_fallback(monkeypatch):
-    monkeypatch.setenv("OPENNEURON_FALLBACK", "error")
+pytestmark = pytest.mark.usefixtures("no_fallback")
 
 
 TOL = {torch.float32: 1e-5, torch.bfloat16: 2e-2, torch.float16: 2e-3}
-
-
-def close(dev, cpu, tol):
-    assert dev.device.type == "neuron"
-    torch.testing.assert_close(dev.cpu(), cpu, rtol=tol, atol=tol)
 
 
 def pair(t):
@@ -40,9 +34,7 @@ def test_layer_norm_forward_backward(neuron, dtype, affine):
     y = F.layer_norm(x, (96,), *args, eps=1e-5)
     yn = F.layer_norm(xn, (96,), *nargs, eps=1e-5)
     close(yn, y, tol)
-    g = torch.randn_like(y)
-    y.backward(g)
-    yn.backward(g.to(neuron))
+    backward(y, yn)
     close(xn.grad, x.grad, tol * 2)
     for c, n in zip(args, nargs):
         close(n.grad, c.grad, tol * 10)
@@ -86,9 +78,7 @@ def test_rms_norm_forward_backward(neuron, dtype):
     y = F.rms_norm(x, (64,), w, 1e-6)
     yn = F.rms_norm(xn, (64,), wn, 1e-6)
     close(yn, y, tol)
-    g = torch.randn_like(y)
-    y.backward(g)
-    yn.backward(g.to(neuron))
+    backward(y, yn)
     close(xn.grad, x.grad, tol * 2)
     close(wn.grad, w.grad, tol * 10)
     # eps=None: the dtype's epsilon, as on the CPU.
@@ -109,9 +99,7 @@ def test_group_norm_forward_backward(neuron, dtype):
     y = F.group_norm(x, 3, w, b, 1e-5)
     yn = F.group_norm(xn, 3, wn, bn, 1e-5)
     close(yn, y, tol)
-    g = torch.randn_like(y)
-    y.backward(g)
-    yn.backward(g.to(neuron))
+    backward(y, yn)
     close(xn.grad, x.grad, tol * 2)
     close(wn.grad, w.grad, tol * 10)
     close(bn.grad, b.grad, tol * 10)
@@ -137,9 +125,7 @@ def test_batch_norm_train_eval_running_stats(neuron, dtype):
     close(mn.running_mean, m.running_mean, tol)
     close(mn.running_var, m.running_var, tol)
     assert mn.num_batches_tracked.item() == 2
-    g = torch.randn_like(y)
-    y.backward(g)
-    yn.backward(g.to(neuron))
+    g = backward(y, yn)
     close(xn.grad, x.grad, tol * 5)
     close(mn.weight.grad, m.weight.grad, tol * 10)
     close(mn.bias.grad, m.bias.grad, tol * 10)

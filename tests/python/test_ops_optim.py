@@ -10,11 +10,6 @@ import torch.nn.functional as F
 import openneuron
 
 
-@pytest.fixture
-def no_fallback(monkeypatch):
-    monkeypatch.setenv("OPENNEURON_FALLBACK", "error")
-
-
 def make_model():
     torch.manual_seed(0)
     return nn.Sequential(nn.Linear(16, 32), nn.GELU(), nn.Linear(32, 32), nn.Tanh(), nn.Linear(32, 4))

@@ -1,31 +1,17 @@
 """Pooling and upsampling on neuron against the CPU, forward and backward."""
 
+import functools
+
 import pytest
 import torch
 import torch.nn.functional as F
 
+import helpers
 
-@pytest.fixture(autouse=True)
-def no_fallback(monkeypatch):
-    monkeypatch.setenv("OPENNEURON_FALLBACK", "error")
+pytestmark = pytest.mark.usefixtures("no_fallback")
 
-
-def check(fn, x, neuron, dtype=torch.float32, grad=True):
-    xc = x.to(dtype).clone().requires_grad_(grad)
-    xd = xc.detach().to(neuron).requires_grad_(grad)
-    ref, got = fn(xc), fn(xd)
-    ref_t = ref[0] if isinstance(ref, tuple) else ref
-    got_t = got[0] if isinstance(got, tuple) else got
-    assert got_t.device.type == "neuron" and got_t.shape == ref_t.shape and got_t.dtype == ref_t.dtype
-    tol = dict(rtol=1e-5, atol=1e-5) if dtype == torch.float32 else dict(rtol=2e-2, atol=2e-2)
-    torch.testing.assert_close(got_t.detach().cpu(), ref_t.detach(), equal_nan=True, **tol)
-    if isinstance(ref, tuple):
-        assert torch.equal(got[1].cpu(), ref[1])
-    if grad:
-        g = torch.randn_like(ref_t)
-        ref_t.backward(g)
-        got_t.backward(g.to(neuron))
-        torch.testing.assert_close(xd.grad.cpu(), xc.grad, **tol)
+check = functools.partial(helpers.check, equal_nan=True, tols={
+    torch.float32: dict(rtol=1e-5, atol=1e-5), None: dict(rtol=2e-2, atol=2e-2)})
 
 
 MAXPOOL = [dict(kernel_size=2), dict(kernel_size=3, stride=2, padding=1),
@@ -37,13 +23,13 @@ MAXPOOL = [dict(kernel_size=2), dict(kernel_size=3, stride=2, padding=1),
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_max_pool2d(neuron, kw, dtype):
     torch.manual_seed(0)
-    check(lambda x: F.max_pool2d(x, return_indices=True, **kw), torch.randn(2, 3, 11, 9), neuron, dtype)
+    check(lambda x: F.max_pool2d(x, return_indices=True, **kw), [torch.randn(2, 3, 11, 9)], neuron, dtype)
 
 
 def test_max_pool2d_unbatched_nan(neuron):
     x = torch.randn(3, 6, 6)
     x[0, 1, 1] = float("nan")
-    check(lambda x: F.max_pool2d(x, 2, return_indices=True), x, neuron, grad=False)
+    check(lambda x: F.max_pool2d(x, 2, return_indices=True), [x], neuron, grad_idx=())
 
 
 AVGPOOL = [dict(kernel_size=2), dict(kernel_size=3, stride=2, padding=1),
@@ -54,23 +40,23 @@ AVGPOOL = [dict(kernel_size=2), dict(kernel_size=3, stride=2, padding=1),
 @pytest.mark.parametrize("kw", AVGPOOL, ids=[str(k) for k in AVGPOOL])
 def test_avg_pool2d(neuron, kw):
     torch.manual_seed(1)
-    check(lambda x: F.avg_pool2d(x, **kw), torch.randn(2, 3, 10, 9), neuron)
+    check(lambda x: F.avg_pool2d(x, **kw), [torch.randn(2, 3, 10, 9)], neuron)
 
 
 @pytest.mark.parametrize("size", [(1, 1), (3, 4), (7, 5), (10, 9)])
 def test_adaptive_pools(neuron, size):
     torch.manual_seed(2)
     x = torch.randn(2, 3, 10, 9)
-    check(lambda x: F.adaptive_avg_pool2d(x, size), x, neuron)
-    check(lambda x: F.adaptive_max_pool2d(x, size, return_indices=True), x, neuron)
+    check(lambda x: F.adaptive_avg_pool2d(x, size), [x], neuron)
+    check(lambda x: F.adaptive_max_pool2d(x, size, return_indices=True), [x], neuron)
 
 
 def test_pool1d_variants(neuron):
     torch.manual_seed(3)
     x = torch.randn(2, 3, 17)
-    check(lambda x: F.max_pool1d(x, 3, 2), x, neuron)
-    check(lambda x: F.avg_pool1d(x, 3, 2, padding=1), x, neuron)
-    check(lambda x: F.adaptive_avg_pool1d(x, 5), x, neuron)
+    check(lambda x: F.max_pool1d(x, 3, 2), [x], neuron)
+    check(lambda x: F.avg_pool1d(x, 3, 2, padding=1), [x], neuron)
+    check(lambda x: F.adaptive_avg_pool1d(x, 5), [x], neuron)
 
 
 UPSAMPLE = [dict(scale_factor=2, mode="nearest"), dict(size=(7, 5), mode="nearest"),
@@ -83,7 +69,7 @@ UPSAMPLE = [dict(scale_factor=2, mode="nearest"), dict(size=(7, 5), mode="neares
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_upsample2d(neuron, kw, dtype):
     torch.manual_seed(4)
-    check(lambda x: F.interpolate(x, **kw), torch.randn(2, 3, 6, 5), neuron, dtype)
+    check(lambda x: F.interpolate(x, **kw), [torch.randn(2, 3, 6, 5)], neuron, dtype)
 
 
 def test_pool_errors(neuron):

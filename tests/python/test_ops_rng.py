@@ -11,9 +11,7 @@ import torch.nn.functional as F
 import openneuron
 
 
-@pytest.fixture(autouse=True)
-def no_fallback(monkeypatch):
-    monkeypatch.setenv("OPENNEURON_FALLBACK", "error")
+pytestmark = pytest.mark.usefixtures("no_fallback")
 
 
 def seeded(fn, seed=123):

@@ -1,29 +1,14 @@
-"""Native selection, mask, arg-reduction and scan ops against the CPU."""
+"""Native cat/stack, tril/triu, where and masked_fill, isinf/isnan/..., arg-reductions
+(argmax/argmin, max/min over a dim), bitwise ops, prod and scans (cumsum/cumprod) against
+the CPU."""
 
 import pytest
 import torch
 
 import openneuron
+from helpers import same
 
-
-@pytest.fixture(autouse=True)
-def no_fallback(monkeypatch):
-    monkeypatch.setenv("OPENNEURON_FALLBACK", "error")
-
-
-def same(fn, *args, rtol=1e-5, atol=1e-6, exact=False):
-    cpu = fn(*args)
-    dev = fn(*[a.to("neuron") if isinstance(a, torch.Tensor) else a for a in args])
-    if isinstance(cpu, (tuple, list)):
-        for c, d in zip(cpu, dev):
-            assert d.device.type == "neuron"
-            torch.testing.assert_close(d.cpu(), c, rtol=0 if exact else rtol, atol=0 if exact else atol,
-                                       equal_nan=True)
-    else:
-        assert dev.device.type == "neuron"
-        torch.testing.assert_close(dev.cpu(), cpu, rtol=0 if exact else rtol, atol=0 if exact else atol,
-                                       equal_nan=True)
-
+pytestmark = pytest.mark.usefixtures("no_fallback")
 
 X = torch.randn(5, 7, 9)
 
@@ -75,16 +60,6 @@ def test_where_out_masked_fill_and_isx(neuron):
     for fn in [torch.isneginf, torch.isposinf, torch.isnan, torch.isinf, torch.isfinite]:
         same(fn, s, exact=True)
     same(torch.isneginf, torch.arange(3), exact=True)
-
-
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bool, torch.uint8, torch.int32])
-def test_all_any(neuron, dtype):
-    t = (X > 0.5).to(dtype)
-    for fn in [torch.all, torch.any, lambda a: a.all(1), lambda a: a.any(-1, keepdim=True),
-               lambda a: a.all(dim=(0, 2)), lambda a: torch.ones_like(a).all()]:
-        same(fn, t, exact=True)
-    same(torch.all, torch.empty(0, dtype=dtype), exact=True)
-    same(torch.any, torch.empty(0, dtype=dtype), exact=True)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64])

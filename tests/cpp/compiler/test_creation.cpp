@@ -1,6 +1,4 @@
-// Copy/convert across dtypes and layouts, fill, arange, RNG.
-#include <set>
-
+// Creation and copy: Copy/convert across dtypes and layouts, Fill, Arange.
 #include "test_util.h"
 
 namespace ontest {
@@ -112,71 +110,6 @@ TEST(Arange, FloatAndInt) {
   auto n = HostTensor::make(DType::Int64, {4}, {3});
   run_op(Op::Arange, {ValueType::scalar_int(), ValueType::scalar_int(), n.vt()}, 2, {iarg(10), iarg(-3), n.arg()});
   for (int64_t i = 0; i < 4; ++i) EXPECT_EQ(n.get_int(i), 10 - 3 * i);
-}
-
-TEST(Random, UniformDeterministicAndInRange) {
-  const int64_t n = 100000;
-  auto a = HostTensor::make(DType::Float32, {n}), b = HostTensor::make(DType::Float32, {n});
-  std::vector<ValueType> types = {ValueType::scalar_int(), ValueType::scalar_int(), ValueType::scalar_float(),
-                                  ValueType::scalar_float(), a.vt()};
-  run_op(Op::Uniform, types, 4, {iarg(42), iarg(0), farg(-1), farg(3), a.arg()});
-  run_op(Op::Uniform, types, 4, {iarg(42), iarg(0), farg(-1), farg(3), b.arg()});
-  double mean = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    ASSERT_EQ(a.get(i), b.get(i));
-    ASSERT_GE(a.get(i), -1.0);
-    ASSERT_LT(a.get(i), 3.0);
-    mean += a.get(i) / n;
-  }
-  EXPECT_NEAR(mean, 1.0, 0.02);
-  // Offsets: a later offset continues the stream instead of repeating it.
-  const int64_t inc = k::random_offset_increment(k::RandomOp::Uniform, DType::Float32, 8);
-  EXPECT_EQ(inc, 2);
-  auto c = HostTensor::make(DType::Float32, {8});
-  run_op(Op::Uniform, {types[0], types[1], types[2], types[3], c.vt()}, 4, {iarg(42), iarg(inc), farg(-1), farg(3), c.arg()});
-  for (int64_t i = 0; i < 8; ++i) EXPECT_EQ(c.get(i), a.get(8 + i));
-  // Strided output gets the same values in logical order.
-  auto s = HostTensor::make(DType::Float32, {4, 2}, {1, 4});
-  run_op(Op::Uniform, {types[0], types[1], types[2], types[3], s.vt()}, 4, {iarg(42), iarg(0), farg(-1), farg(3), s.arg()});
-  for (int64_t i = 0; i < 8; ++i) EXPECT_EQ(s.get(i), a.get(i));
-}
-
-TEST(Random, NormalMoments) {
-  const int64_t n = 200000;
-  auto a = HostTensor::make(DType::Float32, {n});
-  run_op(Op::Normal, {ValueType::scalar_int(), ValueType::scalar_int(), ValueType::scalar_float(), ValueType::scalar_float(), a.vt()},
-         4, {iarg(7), iarg(3), farg(2.0), farg(0.5), a.arg()});
-  double m = 0, v = 0;
-  for (int64_t i = 0; i < n; ++i) m += a.get(i) / n;
-  for (int64_t i = 0; i < n; ++i) v += (a.get(i) - m) * (a.get(i) - m) / n;
-  EXPECT_NEAR(m, 2.0, 0.01);
-  EXPECT_NEAR(std::sqrt(v), 0.5, 0.01);
-}
-
-TEST(Random, BernoulliAndRandInt) {
-  const int64_t n = 50000;
-  auto b = HostTensor::make(DType::Bool, {n});
-  run_op(Op::Bernoulli, {ValueType::scalar_int(), ValueType::scalar_int(), ValueType::scalar_float(), b.vt()}, 3,
-         {iarg(1), iarg(0), farg(0.25), b.arg()});
-  double ones = 0;
-  for (int64_t i = 0; i < n; ++i) ones += b.get(i);
-  EXPECT_NEAR(ones / n, 0.25, 0.01);
-  auto r = HostTensor::make(DType::Int64, {n});
-  run_op(Op::RandInt, {ValueType::scalar_int(), ValueType::scalar_int(), ValueType::scalar_int(), ValueType::scalar_int(), r.vt()}, 4,
-         {iarg(5), iarg(0), iarg(-3), iarg(4), r.arg()});
-  std::set<int64_t> seen;
-  for (int64_t i = 0; i < n; ++i) {
-    ASSERT_GE(r.get_int(i), -3);
-    ASSERT_LT(r.get_int(i), 4);
-    seen.insert(r.get_int(i));
-  }
-  EXPECT_EQ(seen.size(), 7u);
-  auto w = HostTensor::make(DType::Int64, {1000});
-  run_op(Op::RandInt, {ValueType::scalar_int(), ValueType::scalar_int(), ValueType::scalar_int(), ValueType::scalar_int(), w.vt()}, 4,
-         {iarg(5), iarg(0), iarg(0), iarg(int64_t(1) << 40), w.arg()});
-  int64_t big = 0;
-  for (int64_t i = 0; i < 1000; ++i) big += w.get_int(i) >= (int64_t(1) << 32);
-  EXPECT_GT(big, 900);
 }
 
 }  // namespace

@@ -1,4 +1,5 @@
-// Gather/Scatter, Index, Sort and Isin as single-op graphs against reference loops.
+// The gather and index family as single-op graphs against reference loops:
+// Gather/Scatter, Index, IndexSelect, EmbeddingBackward, Sort and Isin.
 #include <algorithm>
 
 #include "test_util.h"
@@ -66,6 +67,48 @@ TEST(Gather, IsinInvert) {
   auto out = HostTensor::make(DType::Bool, {7});
   run_op(Op::Isin, {el.vt(), te.vt(), out.vt()}, 2, {el.arg(), te.arg(), out.arg()}, {1});
   for (int64_t i = 0; i < 7; ++i) EXPECT_EQ(out.get(i), (i == 1 || i == 3 || i == 5) ? 0 : 1) << i;
+}
+
+TEST(IndexSelect, AnyDimAndStrides) {
+  auto self = HostTensor::make(DType::Float32, {4, 5, 3}).randomize(11);
+  auto index = HostTensor::make(DType::Int64, {3});
+  index.set_int(0, 2); index.set_int(1, 0); index.set_int(2, 2);
+  for (int dim = 0; dim < 3; ++dim) {
+    std::vector<int64_t> os = {4, 5, 3};
+    os[dim] = 3;
+    auto out = HostTensor::make(DType::Float32, os);
+    run_op(Op::IndexSelect, {self.vt(), index.vt(), out.vt()}, 2, {self.arg(), index.arg(), out.arg()}, {dim});
+    for (int64_t i = 0; i < out.numel(); ++i) {
+      int64_t c[3], rem = i;
+      for (int d = 2; d >= 0; --d) { c[d] = rem % os[d]; rem /= os[d]; }
+      c[dim] = index.get_int(c[dim]);
+      ASSERT_EQ(out.get(i), self.get((c[0] * 5 + c[1]) * 3 + c[2])) << dim << " " << i;
+    }
+  }
+  auto bad = HostTensor::make(DType::Int32, {1});
+  bad.set_int(0, 4);
+  auto out = HostTensor::make(DType::Float32, {1, 5, 3});
+  Graph g = Graph::single_op(Op::IndexSelect, {self.vt(), bad.vt(), out.vt()}, 2, {0});
+  EXPECT_EQ(run_graph(g, {self.arg(), bad.arg(), out.arg()}), "IndexSelect: IndexSelect: index out of range in self");
+}
+
+TEST(EmbeddingBackward, SumsRowsSkipsPadding) {
+  const int64_t W = 6, D = 4;
+  auto idx = HostTensor::make(DType::Int64, {2, 3});
+  const int64_t iv[] = {1, 3, 1, 0, 5, 3};
+  for (int i = 0; i < 6; ++i) idx.set_int(i, iv[i]);
+  auto grad = HostTensor::make(DType::Float32, {2, 3, D}).randomize(12);
+  for (DType od : {DType::Float32, DType::BFloat16}) {
+    auto out = HostTensor::make(od, {W, D}).fill_fn([](int64_t) { return 7.0; });
+    run_op(Op::EmbeddingBackward, {grad.vt(), idx.vt(), out.vt()}, 2, {grad.arg(), idx.arg(), out.arg()}, {3});
+    for (int64_t r = 0; r < W; ++r)
+      for (int64_t j = 0; j < D; ++j) {
+        double s = 0;
+        for (int i = 0; i < 6; ++i)
+          if (iv[i] == r && r != 3) s += grad.get(i * D + j);
+        ASSERT_TRUE(near_rel(out.get(r * D + j), round_to(od, s), 1e-6, 1e-7)) << r << "," << j;
+      }
+  }
 }
 
 }  // namespace

@@ -11,19 +11,15 @@
 
 #include "../../../csrc/runtime/allocator.h"
 #include "../../../csrc/runtime/stream.h"
+#include "allocator_test_util.h"
 #include "openneuron/runtime.h"
 
 namespace openneuron::runtime {
 namespace {
 
-constexpr size_t kKiB = 1 << 10;
-constexpr size_t kMiB = 1 << 20;
-
-Stream* new_stream() {
-  onrt_stream_t s;
-  EXPECT_EQ(onrt_stream_create(0, 0, &s), ONRT_OK) << onrt_last_error();
-  return to_stream(s);
-}
+using ontest::kKiB;
+using ontest::kMiB;
+using ontest::new_stream;
 
 // Queued work that writes the block only once the gate opens.
 struct GatedWriter {

@@ -12,19 +12,17 @@
 #include <thread>
 
 #include "../../../csrc/runtime/stream.h"
+#include "allocator_test_util.h"
+#include "gate.h"
 #include "openneuron/runtime.h"
 
 namespace openneuron::runtime {
 namespace {
 
-constexpr size_t kKiB = 1 << 10;
-constexpr size_t kMiB = 1 << 20;
-
-Stream* new_stream() {
-  onrt_stream_t s;
-  EXPECT_EQ(onrt_stream_create(0, 0, &s), ONRT_OK) << onrt_last_error();
-  return to_stream(s);
-}
+using ontest::Gate;
+using ontest::kKiB;
+using ontest::kMiB;
+using ontest::new_stream;
 
 void* alloc(CachingAllocator& a, size_t bytes, Stream* s) {
   void* p = nullptr;
@@ -32,15 +30,6 @@ void* alloc(CachingAllocator& a, size_t bytes, Stream* s) {
   EXPECT_NE(p, nullptr);
   return p;
 }
-
-struct Gate {
-  std::atomic<bool> open{false};
-  static int wait(void* self, char*, size_t) {
-    auto* g = static_cast<Gate*>(self);
-    while (!g->open.load()) std::this_thread::sleep_for(std::chrono::microseconds(100));
-    return 0;
-  }
-};
 
 TEST(AllocatorTest, RoundSize) {
   EXPECT_EQ(CachingAllocator::round_size(1), 512u);

@@ -6,20 +6,14 @@
 #include <string>
 #include <thread>
 
+#include "gate.h"
 #include "openneuron/runtime.h"
 
 namespace {
 
 using namespace std::chrono_literals;
 
-struct Gate {
-  std::atomic<bool> open{false};
-  static int wait(void* self, char*, size_t) {
-    auto* g = static_cast<Gate*>(self);
-    while (!g->open.load()) std::this_thread::sleep_for(std::chrono::microseconds(100));
-    return 0;
-  }
-};
+using ontest::Gate;
 
 int sleep_20ms(void*, char*, size_t) {
   std::this_thread::sleep_for(20ms);

@@ -9,6 +9,7 @@
 #include <thread>
 #include <vector>
 
+#include "gate.h"
 #include "openneuron/runtime.h"
 
 namespace {
@@ -26,14 +27,7 @@ int fail_kernel(const void*, const onrt_arg*, char* err, size_t errlen) {
   return 1;
 }
 
-struct Gate {
-  std::atomic<bool> open{false};
-  static int wait(void* self, char*, size_t) {
-    auto* g = static_cast<Gate*>(self);
-    while (!g->open.load()) std::this_thread::sleep_for(std::chrono::microseconds(100));
-    return 0;
-  }
-};
+using ontest::Gate;
 
 onrt_program_t make_program(const char* name, const char* instr, onrt_kernel_fn fn,
                             std::vector<int32_t> slots) {

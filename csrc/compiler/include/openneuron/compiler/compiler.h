@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -46,6 +47,15 @@ struct Program {
 // *error (naming the instruction) when an instruction fails.
 bool run_on_host(const Program& program, const onrt_arg* args, int32_t nargs,
                  std::string* error);
+
+// Philox counters (blocks of four 32-bit draws) one launch of the random op `op`
+// consumes, so the caller reserves exactly that range on its generator and no two
+// launches share numbers. `dims` by op:
+//   Uniform, Normal, Bernoulli, RandInt, Dropout, BernoulliTensor, Exponential,
+//   Geometric, LogNormal: {output elements}; Randperm: {n};
+//   Multinomial: {rows, categories, samples}; Attention (dropout): {B, H, L, S}.
+// Throws CompileError for any other op.
+int64_t philox_offset_increment(Op op, std::initializer_list<int64_t> dims);
 
 // Lowers a graph. Throws CompileError.
 std::shared_ptr<const Program> compile(const Graph& graph);

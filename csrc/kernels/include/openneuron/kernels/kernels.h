@@ -1,7 +1,8 @@
 // Engine entry points. Each lookup returns the onrt_kernel_fn specialised for
 // the given op and dtypes, or nullptr when the combination is unsupported (the
 // compiler turns that into a CompileError). The matching params blob is in
-// params.h.
+// params.h. Grouped by op family in graph.h's order; each heading names the
+// files under csrc/kernels that implement the family.
 #pragma once
 
 #include <cstdint>
@@ -12,6 +13,7 @@
 
 namespace openneuron::kernels {
 
+// --- creation and copy (creation.cpp)
 // ElementwiseParams, nin = 1: out = convert(in). Any pair among Bool..Float32;
 // Complex64 only to itself; Float8 to/from the other non-complex types.
 onrt_kernel_fn copy_kernel(DType out, DType in);
@@ -19,21 +21,38 @@ onrt_kernel_fn copy_kernel(DType out, DType in);
 onrt_kernel_fn fill_kernel(DType out);
 // ArangeParams.
 onrt_kernel_fn arange_kernel(DType out);
+
+// --- rng (rng.cpp)
 // RandomParams. Uniform/Normal: float types; Bernoulli/RandInt: any real type.
 onrt_kernel_fn random_kernel(RandomOp op, DType out);
 // Philox blocks consumed by a random op over `numel` elements: the caller
 // advances its offset by this much so the next call draws fresh numbers.
 int64_t random_offset_increment(RandomOp op, DType out, int64_t numel);
+// RandomExtraParams; `in` is the dtype of the input tensor (or of out).
+onrt_kernel_fn random_extra_kernel(RandomExtraOp op, DType out, DType in);
+// Philox blocks a RandomExtraOp consumes for `numel` output elements.
+int64_t random_extra_offset_increment(RandomExtraOp op, int64_t numel);
+// ElementwiseParams: DropoutBackward (grad, mask(Bool), coef[0] = scale).
+onrt_kernel_fn dropout_backward_kernel(DType out);
 
+// --- elementwise (elementwise_*.cpp)
 // ElementwiseParams. `in` is the dtype of the tensor inputs (all equal).
 onrt_kernel_fn unary_kernel(UnaryOp op, DType out, DType in);
 onrt_kernel_fn binary_kernel(BinaryOp op, DType out, DType in);
 // For Where, `in` is the dtype of the value operands (cond is Bool).
 onrt_kernel_fn ternary_kernel(TernaryOp op, DType out, DType in);
 
+// --- activation (activation.cpp)
+// ElementwiseParams for an ActOp. `in` is the dtype of the tensor inputs; out
+// equals in except IsInf/IsFinite (Bool). Transcendentals: Float32/BFloat16/
+// Float16; Hardtanh, Trunc, Fmod also integers; IsInf/IsFinite any real type.
+onrt_kernel_fn activation_kernel(ActOp op, DType out, DType in);
+
+// --- reduce (reduce.cpp)
 // ReduceParams.
 onrt_kernel_fn reduce_kernel(ReduceOp op, DType out, DType in);
 
+// --- mm (gemm.cpp, gemm_blis.cpp)
 // GemmParams: Float32, BFloat16, Float16 (BLIS for float32 in row- or
 // column-major layouts, oneDNN for the rest).
 onrt_kernel_fn gemm_kernel(DType dtype);
@@ -42,27 +61,22 @@ onrt_kernel_fn gemm_kernel(DType dtype);
 // and rounds once.
 bool gemm_native(DType dtype);
 
+// --- norm (norm.cpp)
+// NormParams; dtype is that of x/y/grad/dx (Float32, BFloat16, Float16).
+onrt_kernel_fn norm_kernel(DType dtype);
+
+// --- softmax (softmax.cpp)
 // SoftmaxParams. `out` may be Float32 for half inputs (half_to_float).
 onrt_kernel_fn softmax_kernel(SoftmaxOp op, DType out, DType in);
 
+// --- loss (loss.cpp)
 // NllLossParams: forward writes out + total_weight; backward writes grad_in.
 onrt_kernel_fn nll_loss_kernel(DType self);
 onrt_kernel_fn nll_loss_backward_kernel(DType self);
+// PointwiseLossParams: Float32/BFloat16/Float16.
+onrt_kernel_fn pointwise_loss_kernel(DType dtype, bool backward);
 
-// IndexSelectParams: any element type; index Int64 or Int32.
-onrt_kernel_fn index_select_kernel(DType self, DType index);
-// EmbeddingBackwardParams: zeroes out and sums grad rows into it.
-onrt_kernel_fn embedding_backward_kernel(DType out, DType grad, DType index);
-
-// --- transformer ops (norms, attention, indexing, sorting, scans)
-// NormParams; dtype is that of x/y/grad/dx (Float32, BFloat16, Float16).
-onrt_kernel_fn norm_kernel(DType dtype);
-// TriParams: any element type (copied bytewise).
-onrt_kernel_fn tri_kernel(DType dtype);
-// ArgReduceParams over the nine real types.
-onrt_kernel_fn argreduce_kernel(ArgReduceOp op, DType in);
-// ScanParams: in and out of `dtype` (integers accumulate in Int64, floats in double).
-onrt_kernel_fn scan_kernel(ScanOp op, DType dtype);
+// --- gather and index (gather.cpp, gather_index_select.cpp)
 // ScatterParams (the op is in the params), SortParams, NonzeroParams,
 // IsinParams: the nine real types. IndexParams: get any element type
 // (bytewise), put (IndexPut, accumulate) the nine real types.
@@ -71,38 +85,42 @@ onrt_kernel_fn sort_kernel(DType dtype);
 onrt_kernel_fn nonzero_kernel(DType dtype);
 onrt_kernel_fn isin_kernel(DType dtype);
 onrt_kernel_fn index_kernel(bool put, DType dtype);
-// AttentionParams: q/k/v of `dtype` (Float32, BFloat16, Float16).
-onrt_kernel_fn attention_kernel(DType dtype, bool backward);
-// Philox blocks the dropout of an attention over [b, h, l, s] consumes.
-int64_t attention_offset_increment(int64_t b, int64_t h, int64_t l, int64_t s);
+// IndexSelectParams: any element type; index Int64 or Int32.
+onrt_kernel_fn index_select_kernel(DType self, DType index);
+// EmbeddingBackwardParams: zeroes out and sums grad rows into it.
+onrt_kernel_fn embedding_backward_kernel(DType out, DType grad, DType index);
 
-// --- activations and unary math (activation.cpp)
-// ElementwiseParams for an ActOp. `in` is the dtype of the tensor inputs; out
-// equals in except IsInf/IsFinite (Bool). Transcendentals: Float32/BFloat16/
-// Float16; Hardtanh, Trunc, Fmod also integers; IsInf/IsFinite any real type.
-onrt_kernel_fn activation_kernel(ActOp op, DType out, DType in);
+// --- select (select.cpp)
+// TriParams: any element type (copied bytewise).
+onrt_kernel_fn tri_kernel(DType dtype);
+// ArgReduceParams over the nine real types.
+onrt_kernel_fn argreduce_kernel(ArgReduceOp op, DType in);
+// ScanParams: in and out of `dtype` (integers accumulate in Int64, floats in double).
+onrt_kernel_fn scan_kernel(ScanOp op, DType dtype);
 
-// --- training and vision ops (conv, pooling, upsampling, losses, optimizers)
+// --- optim (optim.cpp)
 // FusedOptimParams: params of `param` dtype (Float32/BFloat16/Float16).
 onrt_kernel_fn fused_adam_kernel(DType param);
 onrt_kernel_fn fused_sgd_kernel(DType param);
 // NormAllParams: float in, float out.
 onrt_kernel_fn norm_all_kernel(DType out, DType in);
-// RandomExtraParams; `in` is the dtype of the input tensor (or of out).
-onrt_kernel_fn random_extra_kernel(RandomExtraOp op, DType out, DType in);
-// Philox blocks a RandomExtraOp consumes for `numel` output elements.
-int64_t random_extra_offset_increment(RandomExtraOp op, int64_t numel);
-// PointwiseLossParams: Float32/BFloat16/Float16.
-onrt_kernel_fn pointwise_loss_kernel(DType dtype, bool backward);
-// ElementwiseParams: DropoutBackward (grad, mask(Bool), coef[0] = scale).
-onrt_kernel_fn dropout_backward_kernel(DType out);
+
+// --- conv (conv.cpp)
 // ConvParams: Float32/BFloat16 (when oneDNN has it on this CPU).
 onrt_kernel_fn conv_kernel(DType dtype);
 bool conv_native(DType dtype);
+
+// --- pool and upsample (pool.cpp)
 // Pool2dParams.
 onrt_kernel_fn pool2d_kernel(Pool2dKind kind, DType dtype);
 
-// Intra-op thread pool shared by all kernels. Defaults to
+// --- attention (attention.cpp)
+// AttentionParams: q/k/v of `dtype` (Float32, BFloat16, Float16).
+onrt_kernel_fn attention_kernel(DType dtype, bool backward);
+// Philox blocks the dropout of an attention over [b, h, l, s] consumes.
+int64_t attention_offset_increment(int64_t b, int64_t h, int64_t l, int64_t s);
+
+// Intra-op thread pool shared by all kernels (parallel.cpp). Defaults to
 // std::thread::hardware_concurrency(), or OPENNEURON_INTRAOP_THREADS.
 int num_threads();
 void set_num_threads(int n);  // for later parallel regions; n <= 0 restores the default

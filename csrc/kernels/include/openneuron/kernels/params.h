@@ -74,7 +74,49 @@ struct LoopPlan {
 // a null type is a scalar operand (stride 0 everywhere).
 LoopPlan make_loop_plan(const TensorType* const* operand_types, int nops);
 
-// ------------------------------------------------------------ op selectors
+// An elementwise op of any family (copy, fill, elementwise, activation,
+// DropoutBackward): out = ops[0], inputs = ops[1..]. `coef` holds op
+// coefficients (alpha, value, threshold).
+struct ElementwiseParams {
+  uint16_t op = 0;
+  uint8_t nin = 0;
+  Operand ops[kMaxOperands];
+  ScalarArg coef[2];
+  LoopPlan plan;
+};
+
+// ------------------------------------------------------------ creation and copy
+
+struct ArangeParams {
+  ScalarArg start, step;
+  TensorArg out;
+};
+
+// ------------------------------------------------------------ rng
+
+enum class RandomOp : uint16_t { Uniform, Normal, Bernoulli, RandInt };
+
+// Element e of `out` (row-major logical order) takes Philox4x32-10 output
+// block (offset + e / per_block), lane e % per_block, under key `seed`.
+struct RandomParams {
+  RandomOp op = RandomOp::Uniform;
+  ScalarArg seed, offset, a, b;
+  TensorArg out;
+};
+
+// Dropout, BernoulliTensor, Exponential, Geometric, LogNormal, Randperm,
+// Multinomial (RandomExtraOp). Contiguous operands; Philox draws as RandomParams.
+enum class RandomExtraOp : uint16_t {
+  Dropout, BernoulliTensor, Exponential, Geometric, LogNormal, Randperm, Multinomial,
+};
+struct RandomExtraParams {
+  RandomExtraOp op = RandomExtraOp::Dropout;
+  int32_t replacement = 0;  // Multinomial
+  ScalarArg seed, offset, a, b;
+  TensorArg in, out, mask;  // in: Dropout input, BernoulliTensor p, Multinomial probs
+};
+
+// ------------------------------------------------------------ elementwise
 
 enum class UnaryOp : uint16_t {
   Neg, Abs, Exp, Log, Sqrt, Rsqrt, Reciprocal, Sin, Cos, Tanh, Sigmoid, Relu, Silu, Erf,
@@ -90,36 +132,31 @@ enum class BinaryOp : uint16_t {
 
 enum class TernaryOp : uint16_t { Where, Addcmul, Addcdiv, Lerp, Clamp };
 
+// ------------------------------------------------------------ activation
+
+// Elementwise activations and math not in UnaryOp, through the elementwise
+// engine (ElementwiseParams; coef[0], coef[1] are op parameters). Inputs are
+// in0 (and in1, in2) in the order given; backward ops take in0 = grad.
+enum class ActOp : uint16_t {
+  Softplus,     // in0 = self; coef0 = beta, coef1 = threshold
+  Mish, Hardswish, Hardsigmoid, LogSigmoid,
+  Elu,          // in0 = self, in1 = input_scale (scalar); coef0 = alpha, coef1 = scale
+  LeakyRelu,    // coef0 = negative_slope
+  Hardtanh,     // coef0 = min, coef1 = max (clamp: NaN propagates)
+  Exp2, Expm1, Log1p, Log2, Log10, Trunc, Frac, Tan, Asin, Acos, Atan, Sinh, Cosh, Asinh,
+  Acosh, Atanh,
+  IsInf, IsFinite,  // out Bool
+  Fmod,         // in0 = a, in1 = b; integer division by zero fails (ZeroDivisionError)
+  // backward: in0 = grad, in1 = self (coefficients as the forward op)
+  SoftplusBackward, MishBackward, HardswishBackward, HardsigmoidBackward, LogSigmoidBackward,
+  EluBackward,        // in2 = input_scale (scalar)
+  EluBackwardResult,  // in1 = the forward result instead of self
+  LeakyReluBackward, HardtanhBackward,
+};
+
+// ------------------------------------------------------------ reduce
+
 enum class ReduceOp : uint16_t { Sum, Mean, Prod, Amax, Amin };
-
-enum class RandomOp : uint16_t { Uniform, Normal, Bernoulli, RandInt };
-
-enum class SoftmaxOp : uint16_t { Softmax, LogSoftmax, SoftmaxBackward, LogSoftmaxBackward };
-
-// ------------------------------------------------------------ param blobs
-
-// Copy, fill, unary, binary and ternary elementwise ops. out = ops[0],
-// inputs = ops[1..]. `coef` holds op coefficients (alpha, value, threshold).
-struct ElementwiseParams {
-  uint16_t op = 0;
-  uint8_t nin = 0;
-  Operand ops[kMaxOperands];
-  ScalarArg coef[2];
-  LoopPlan plan;
-};
-
-struct ArangeParams {
-  ScalarArg start, step;
-  TensorArg out;
-};
-
-// Element e of `out` (row-major logical order) takes Philox4x32-10 output
-// block (offset + e / per_block), lane e % per_block, under key `seed`.
-struct RandomParams {
-  RandomOp op = RandomOp::Uniform;
-  ScalarArg seed, offset, a, b;
-  TensorArg out;
-};
 
 // Dims of `in` reordered innermost-first and merged; reduced dims flagged.
 struct ReducePlan {
@@ -140,6 +177,8 @@ struct ReduceParams {
   ReducePlan plan;
 };
 
+// ------------------------------------------------------------ mm
+
 // C[b] = alpha * A[b] @ B[b] + beta * C[b] with A [M,K], B [K,N], C [M,N].
 // Each operand's last two dims are row- or column-major (the compiler copies
 // other layouts first); batch strides are free (0 = broadcast).
@@ -152,32 +191,7 @@ struct GemmParams {
   ScalarArg beta = ScalarArg::imm_float(0.0);  // C is read only when beta != 0
 };
 
-// Softmax family over one dim. Forward: in0 = input. Backward: in0 = grad_out,
-// in1 = forward output.
-struct SoftmaxParams {
-  SoftmaxOp op = SoftmaxOp::Softmax;
-  int32_t dim = 0;
-  TensorArg in0, in1, out;
-};
-
-struct NllLossParams {
-  int32_t reduction = 1;  // 0 none, 1 mean, 2 sum
-  int64_t ignore_index = -100;
-  TensorArg self, target, weight, out, total_weight;
-  TensorArg grad_out, grad_in;  // backward only (out unused there)
-};
-
-struct IndexSelectParams {
-  int32_t dim = 0;
-  TensorArg self, index, out;
-};
-
-struct EmbeddingBackwardParams {
-  int64_t padding_idx = -1;
-  TensorArg grad, indices, out;  // out: float32 or the grad's dtype
-};
-
-// --- transformer ops (norms, attention, indexing, sorting, scans)
+// ------------------------------------------------------------ norm
 
 // Norms. All tensors dense row-major. x/y/grad/dx: Float32, BFloat16 or
 // Float16; weight, bias, statistics and running stats: Float32 (the compiler
@@ -203,40 +217,39 @@ struct NormParams {
   TensorArg dx, dweight, dbias;     // backward outputs
 };
 
-// Index-driven and ordering ops over one dim. Tensors are dense row-major
-// unless noted; `dim` is the normalised dim.
-enum class TriOp : uint16_t { Tril, Triu };
-struct TriParams {  // keeps (i, j) of the last two dims where j - i <= k (tril) / >= k (triu)
-  TriOp op = TriOp::Tril;
-  int64_t diagonal = 0;
-  TensorArg in, out;  // same dtype, same sizes, any strides
+// ------------------------------------------------------------ softmax
+
+enum class SoftmaxOp : uint16_t { Softmax, LogSoftmax, SoftmaxBackward, LogSoftmaxBackward };
+
+// Softmax family over one dim. Forward: in0 = input. Backward: in0 = grad_out,
+// in1 = forward output.
+struct SoftmaxParams {
+  SoftmaxOp op = SoftmaxOp::Softmax;
+  int32_t dim = 0;
+  TensorArg in0, in1, out;
 };
 
-enum class ArgReduceOp : uint16_t { Max, Min };
-// values/indices over `dim` of `in` (any strides); NaN wins, first index on ties.
-struct ArgReduceParams {
-  ArgReduceOp op = ArgReduceOp::Max;
-  int32_t dim = 0;
-  TensorArg in, values, indices;  // values optional; indices Int64. Outputs keep dim as size 1.
+// ------------------------------------------------------------ loss
+
+struct NllLossParams {
+  int32_t reduction = 1;  // 0 none, 1 mean, 2 sum
+  int64_t ignore_index = -100;
+  TensorArg self, target, weight, out, total_weight;
+  TensorArg grad_out, grad_in;  // backward only (out unused there)
 };
 
-enum class ScanOp : uint16_t { Cumsum, Cumprod };
-struct ScanParams {
-  ScanOp op = ScanOp::Cumsum;
-  int32_t dim = 0;
-  TensorArg in, out;  // in any strides (dtype converted by the compiler to out's)
+// PointwiseLoss(+Backward), contiguous operands. Forward writes `out`;
+// backward reads grad_out and writes grad_in.
+enum class LossKind : int32_t { Mse, L1, SmoothL1, Huber, BinaryCrossEntropy };
+struct PointwiseLossParams {
+  LossKind kind = LossKind::Mse;
+  int32_t reduction = 1;  // 0 none, 1 mean, 2 sum
+  int64_t numel = 0;
+  TensorArg self, target, weight, out, grad_out, grad_in;
+  ScalarArg param;  // beta / delta
 };
 
-// Stable sort along `dim` (NaN sorts as the largest value); values and Int64
-// indices of the first `k` positions (k = size for sort; topk: k largest or
-// smallest, ties by lower index). in any strides; values/indices any strides.
-struct SortParams {
-  int32_t dim = 0;
-  uint8_t descending = 0;
-  uint8_t stable = 0;  // 0: the CPU's std::sort tie order (at::sort's default), 1: stable
-  int64_t k = 0;
-  TensorArg in, values, indices;
-};
+// ------------------------------------------------------------ gather and index
 
 // Scatter/gather along one dim. All tensors any strides; index Int64; out has
 // self's sizes (Gather: index's sizes). `out` may be `self` (in place);
@@ -271,6 +284,27 @@ struct IndexParams {
   TensorArg self, indices, values, out;
 };
 
+struct IndexSelectParams {
+  int32_t dim = 0;
+  TensorArg self, index, out;
+};
+
+struct EmbeddingBackwardParams {
+  int64_t padding_idx = -1;
+  TensorArg grad, indices, out;  // out: float32 or the grad's dtype
+};
+
+// Stable sort along `dim` (NaN sorts as the largest value); values and Int64
+// indices of the first `k` positions (k = size for sort; topk: k largest or
+// smallest, ties by lower index). in any strides; values/indices any strides.
+struct SortParams {
+  int32_t dim = 0;
+  uint8_t descending = 0;
+  uint8_t stable = 0;  // 0: the CPU's std::sort tie order (at::sort's default), 1: stable
+  int64_t k = 0;
+  TensorArg in, values, indices;
+};
+
 // Nonzero: out[n, ndim] Int64 (dense) = coordinates of the nonzero elements of
 // `in` (any strides) in row-major order; n must equal their count.
 struct NonzeroParams {
@@ -282,6 +316,89 @@ struct IsinParams {
   uint8_t invert = 0;
   TensorArg elements, test, out;  // out Bool, elements' sizes
 };
+
+// ------------------------------------------------------------ select
+
+// Index-driven and ordering ops over one dim. Tensors are dense row-major
+// unless noted; `dim` is the normalised dim.
+enum class TriOp : uint16_t { Tril, Triu };
+struct TriParams {  // keeps (i, j) of the last two dims where j - i <= k (tril) / >= k (triu)
+  TriOp op = TriOp::Tril;
+  int64_t diagonal = 0;
+  TensorArg in, out;  // same dtype, same sizes, any strides
+};
+
+enum class ArgReduceOp : uint16_t { Max, Min };
+// values/indices over `dim` of `in` (any strides); NaN wins, first index on ties.
+struct ArgReduceParams {
+  ArgReduceOp op = ArgReduceOp::Max;
+  int32_t dim = 0;
+  TensorArg in, values, indices;  // values optional; indices Int64. Outputs keep dim as size 1.
+};
+
+enum class ScanOp : uint16_t { Cumsum, Cumprod };
+struct ScanParams {
+  ScanOp op = ScanOp::Cumsum;
+  int32_t dim = 0;
+  TensorArg in, out;  // in any strides (dtype converted by the compiler to out's)
+};
+
+// ------------------------------------------------------------ optim
+
+// FusedAdam / FusedSgd over one contiguous tensor of `numel` elements; the
+// out_* operands may alias the inputs they replace. FusedSgd: exp_avg is the
+// momentum buffer, beta1 = momentum, beta2 = dampening.
+struct FusedOptimParams {
+  uint32_t flags = 0;  // FusedAdam: 1 amsgrad, 2 maximize, 4 AdamW; FusedSgd: 1 nesterov,
+                       // 2 maximize, 4 first step
+  int64_t numel = 0;
+  TensorArg param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq;
+  TensorArg out_param, out_grad, out_exp_avg, out_exp_avg_sq, out_max_exp_avg_sq;
+  TensorArg step, lr_tensor, grad_scale, found_inf;  // 1-element tensors, optional
+  ScalarArg lr, beta1, beta2, weight_decay, eps;
+};
+
+// NormAll: `in` contiguous; out one element.
+struct NormAllParams {
+  TensorArg in, out;
+  ScalarArg ord;
+};
+
+// ------------------------------------------------------------ conv
+
+// Convolution through oneDNN; plain row-major operands (NC[D]HW, OI[D]HW).
+// op: 0 forward (src, weights, bias -> dst), 1 backward data (dst holds
+// grad_out, writes src), 2 backward weights (dst = grad_out, src -> weights).
+struct ConvParams {
+  DType dtype = DType::Float32;
+  int32_t op = 0, nsp = 2, transposed = 0, groups = 1;
+  int64_t src_dims[5] = {}, wei_dims[6] = {}, dst_dims[5] = {};  // grouped weights: G first
+  int64_t stride[3] = {}, pad_l[3] = {}, pad_r[3] = {}, dilation[3] = {};  // oneDNN dilation
+  TensorArg src, weights, bias, dst;
+};
+
+// ------------------------------------------------------------ pool and upsample
+
+// Pooling and upsampling over the last two dims; contiguous operands viewed
+// as [planes, H, W]. Backward ops read `out` (grad_out) and write `in`
+// (grad_in). Pool2dKind selects the op.
+enum class Pool2dKind : int32_t {
+  MaxPool, AvgPool, AvgPoolBackward, AdaptiveAvg, AdaptiveAvgBackward, AdaptiveMax,
+  MaxPoolBackward, UpsampleNearest, UpsampleNearestBackward, UpsampleBilinear,
+  UpsampleBilinearBackward,
+};
+struct Pool2dParams {
+  Pool2dKind kind = Pool2dKind::MaxPool;
+  DType dtype = DType::Float32;
+  int64_t planes = 0, ih = 0, iw = 0, oh = 0, ow = 0;
+  int64_t kh = 1, kw = 1, sh = 1, sw = 1, ph = 0, pw = 0, dh = 1, dw = 1;
+  int32_t count_include_pad = 1, align_corners = 0;
+  int64_t divisor_override = 0;
+  TensorArg in, out, indices;
+  ScalarArg scale_h, scale_w;
+};
+
+// ------------------------------------------------------------ attention
 
 // Memory-efficient attention (online softmax over key blocks of block_k,
 // query blocks of block_q). q[B, H, L, E], k[B, Hk, S, E], v[B, Hk, S, Ev],
@@ -303,100 +420,6 @@ struct AttentionParams {
   ScalarArg scale, dropout_p, seed, offset;
   TensorArg q, k, v, mask, out, lse;
   TensorArg grad_out, grad_q, grad_k, grad_v;
-};
-
-// Elementwise activations and math not in UnaryOp, through the elementwise
-// engine (ElementwiseParams; coef[0], coef[1] are op parameters). Inputs are
-// in0 (and in1, in2) in the order given; backward ops take in0 = grad.
-enum class ActOp : uint16_t {
-  Softplus,     // in0 = self; coef0 = beta, coef1 = threshold
-  Mish, Hardswish, Hardsigmoid, LogSigmoid,
-  Elu,          // in0 = self, in1 = input_scale (scalar); coef0 = alpha, coef1 = scale
-  LeakyRelu,    // coef0 = negative_slope
-  Hardtanh,     // coef0 = min, coef1 = max (clamp: NaN propagates)
-  Exp2, Expm1, Log1p, Log2, Log10, Trunc, Frac, Tan, Asin, Acos, Atan, Sinh, Cosh, Asinh,
-  Acosh, Atanh,
-  IsInf, IsFinite,  // out Bool
-  Fmod,         // in0 = a, in1 = b; integer division by zero fails (ZeroDivisionError)
-  // backward: in0 = grad, in1 = self (coefficients as the forward op)
-  SoftplusBackward, MishBackward, HardswishBackward, HardsigmoidBackward, LogSigmoidBackward,
-  EluBackward,        // in2 = input_scale (scalar)
-  EluBackwardResult,  // in1 = the forward result instead of self
-  LeakyReluBackward, HardtanhBackward,
-};
-
-// --- training and vision ops (conv, pooling, upsampling, losses, optimizers)
-
-// FusedAdam / FusedSgd over one contiguous tensor of `numel` elements; the
-// out_* operands may alias the inputs they replace. FusedSgd: exp_avg is the
-// momentum buffer, beta1 = momentum, beta2 = dampening.
-struct FusedOptimParams {
-  uint32_t flags = 0;  // FusedAdam: 1 amsgrad, 2 maximize, 4 AdamW; FusedSgd: 1 nesterov,
-                       // 2 maximize, 4 first step
-  int64_t numel = 0;
-  TensorArg param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq;
-  TensorArg out_param, out_grad, out_exp_avg, out_exp_avg_sq, out_max_exp_avg_sq;
-  TensorArg step, lr_tensor, grad_scale, found_inf;  // 1-element tensors, optional
-  ScalarArg lr, beta1, beta2, weight_decay, eps;
-};
-
-// NormAll: `in` contiguous; out one element.
-struct NormAllParams {
-  TensorArg in, out;
-  ScalarArg ord;
-};
-
-// Dropout, BernoulliTensor, Exponential, Geometric, LogNormal, Randperm,
-// Multinomial (RandomExtraOp). Contiguous operands; Philox draws as RandomParams.
-enum class RandomExtraOp : uint16_t {
-  Dropout, BernoulliTensor, Exponential, Geometric, LogNormal, Randperm, Multinomial,
-};
-struct RandomExtraParams {
-  RandomExtraOp op = RandomExtraOp::Dropout;
-  int32_t replacement = 0;  // Multinomial
-  ScalarArg seed, offset, a, b;
-  TensorArg in, out, mask;  // in: Dropout input, BernoulliTensor p, Multinomial probs
-};
-
-// PointwiseLoss(+Backward), contiguous operands. Forward writes `out`;
-// backward reads grad_out and writes grad_in.
-enum class LossKind : int32_t { Mse, L1, SmoothL1, Huber, BinaryCrossEntropy };
-struct PointwiseLossParams {
-  LossKind kind = LossKind::Mse;
-  int32_t reduction = 1;  // 0 none, 1 mean, 2 sum
-  int64_t numel = 0;
-  TensorArg self, target, weight, out, grad_out, grad_in;
-  ScalarArg param;  // beta / delta
-};
-
-// Convolution through oneDNN; plain row-major operands (NC[D]HW, OI[D]HW).
-// op: 0 forward (src, weights, bias -> dst), 1 backward data (dst holds
-// grad_out, writes src), 2 backward weights (dst = grad_out, src -> weights).
-struct ConvParams {
-  DType dtype = DType::Float32;
-  int32_t op = 0, nsp = 2, transposed = 0, groups = 1;
-  int64_t src_dims[5] = {}, wei_dims[6] = {}, dst_dims[5] = {};  // grouped weights: G first
-  int64_t stride[3] = {}, pad_l[3] = {}, pad_r[3] = {}, dilation[3] = {};  // oneDNN dilation
-  TensorArg src, weights, bias, dst;
-};
-
-// Pooling and upsampling over the last two dims; contiguous operands viewed
-// as [planes, H, W]. Backward ops read `out` (grad_out) and write `in`
-// (grad_in). Pool2dKind selects the op.
-enum class Pool2dKind : int32_t {
-  MaxPool, AvgPool, AvgPoolBackward, AdaptiveAvg, AdaptiveAvgBackward, AdaptiveMax,
-  MaxPoolBackward, UpsampleNearest, UpsampleNearestBackward, UpsampleBilinear,
-  UpsampleBilinearBackward,
-};
-struct Pool2dParams {
-  Pool2dKind kind = Pool2dKind::MaxPool;
-  DType dtype = DType::Float32;
-  int64_t planes = 0, ih = 0, iw = 0, oh = 0, ow = 0;
-  int64_t kh = 1, kw = 1, sh = 1, sw = 1, ph = 0, pw = 0, dh = 1, dw = 1;
-  int32_t count_include_pad = 1, align_corners = 0;
-  int64_t divisor_override = 0;
-  TensorArg in, out, indices;
-  ScalarArg scale_h, scale_w;
 };
 
 static_assert(std::is_trivially_copyable_v<ElementwiseParams>);

@@ -1,0 +1,50 @@
+// The intra-op parallel loop: parallel_for over the kernel thread pool
+// (parallel.cpp), and the grain below which work stays on the calling thread.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <type_traits>
+
+namespace openneuron::kernels::detail {
+
+// Non-owning callable reference: parallel regions pass lambdas without
+// std::function's allocation.
+class RangeFn {
+ public:
+  template <class F>
+    requires(!std::is_same_v<std::remove_cv_t<F>, RangeFn>)
+  RangeFn(F& f) : obj_(&f), call_([](void* o, int64_t b, int64_t e) { (*static_cast<F*>(o))(b, e); }) {}
+  void operator()(int64_t b, int64_t e) const { call_(obj_, b, e); }
+
+ private:
+  void* obj_;
+  void (*call_)(void*, int64_t, int64_t);
+};
+
+// Elementwise work below ~32K elements stays on the calling thread.
+inline constexpr int64_t kGrain = 16384;
+
+int pool_threads();  // cached; cheap
+// Runs fn over [0, n) in `chunks` contiguous pieces (chunk c covers
+// [c*n/chunks, (c+1)*n/chunks)); pieces run concurrently when the pool is free.
+void run_chunks(int64_t n, int64_t chunks, RangeFn fn);
+
+// Splits [0, n) over the pool when each thread gets at least `grain` items,
+// `pieces` contiguous pieces per thread. More than one piece lets a thread
+// that finishes early take the last pieces of one the OS preempted; only for
+// work whose result does not depend on where the pieces are cut.
+template <class F>
+inline void parallel_for(int64_t n, int64_t grain, F&& f, int pieces = 1) {
+  if (n <= 0) return;
+  const int64_t max_chunks = n / std::max<int64_t>(grain, 1);
+  const int threads = max_chunks >= 2 ? pool_threads() : 1;
+  const int64_t chunks = std::min<int64_t>(threads > 1 ? int64_t{threads} * pieces : 1, max_chunks);
+  if (chunks <= 1) {
+    f(int64_t{0}, n);
+    return;
+  }
+  run_chunks(n, chunks, RangeFn(f));
+}
+
+}  // namespace openneuron::kernels::detail

@@ -1,0 +1,114 @@
+// Convolution, forward and backward (1-3 spatial dims, groups, transposed), through
+// PyTorch's convolution_overrideable hooks. Lowering: lower_conv.cpp.
+#include "op_helpers.h"
+
+namespace openneuron::bridge {
+namespace {
+
+using at::Tensor;
+using compiler::Op;
+
+// ------------------------------------------------------------ convolution
+
+std::vector<int64_t> conv_attrs(int64_t nsp, at::IntArrayRef stride, at::IntArrayRef padding,
+                                at::IntArrayRef dilation, bool transposed,
+                                at::IntArrayRef output_padding, int64_t groups) {
+  auto at_or = [](at::IntArrayRef v, int64_t i, int64_t d) {
+    if (v.empty()) return d;
+    return v.size() == 1 ? v[0] : v[i];
+  };
+  std::vector<int64_t> a{transposed ? 1 : 0, groups};
+  for (int64_t i = 0; i < nsp; ++i) a.push_back(at_or(stride, i, 1));
+  for (int64_t i = 0; i < nsp; ++i) a.push_back(at_or(padding, i, 0));
+  for (int64_t i = 0; i < nsp; ++i) a.push_back(at_or(dilation, i, 1));
+  for (int64_t i = 0; i < nsp; ++i) a.push_back(at_or(output_padding, i, 0));
+  return a;
+}
+
+void check_conv_dtypes(const at::Tensor& input, const at::Tensor& weight) {
+  TORCH_CHECK(input.scalar_type() == weight.scalar_type(), "Input type (", input.scalar_type(),
+              ") and weight type (", weight.scalar_type(), ") should be the same");
+  TORCH_CHECK_NOT_IMPLEMENTED(is_half_or_float(input.scalar_type()),
+                              "neuron: convolution for dtype ", input.scalar_type());
+  TORCH_CHECK_NOT_IMPLEMENTED(input.dim() >= 3 && input.dim() <= 5, "neuron: convolution of ",
+                              input.dim(), "-d input");
+}
+
+at::Tensor convolution_overrideable(const at::Tensor& input, const at::Tensor& weight,
+                                    const std::optional<at::Tensor>& bias,
+                                    c10::SymIntArrayRef stride_s, c10::SymIntArrayRef padding_s,
+                                    c10::SymIntArrayRef dilation_s, bool transposed,
+                                    c10::SymIntArrayRef output_padding_s, c10::SymInt groups_s) {
+  const bool has_bias = bias.has_value() && bias->defined();
+  const c10::Device device =
+      common_device("convolution", {&input, &weight, has_bias ? &*bias : &input});
+  check_conv_dtypes(input, weight);
+  const auto stride = C10_AS_INTARRAYREF_SLOW(stride_s),
+             padding = C10_AS_INTARRAYREF_SLOW(padding_s),
+             dilation = C10_AS_INTARRAYREF_SLOW(dilation_s),
+             output_padding = C10_AS_INTARRAYREF_SLOW(output_padding_s);
+  const int64_t groups = groups_s.expect_int();
+  const int64_t nsp = input.dim() - 2;
+  auto attrs = conv_attrs(nsp, stride, padding, dilation, transposed, output_padding, groups);
+  at::DimVector shape{input.size(0), transposed ? weight.size(1) * groups : weight.size(0)};
+  for (int64_t i = 0; i < nsp; ++i) {
+    const int64_t s = attrs[2 + i], p = attrs[2 + nsp + i], d = attrs[2 + 2 * nsp + i],
+                  op = attrs[2 + 3 * nsp + i], k = weight.size(2 + i), in = input.size(2 + i);
+    const int64_t o = transposed ? (in - 1) * s - 2 * p + d * (k - 1) + op + 1
+                                 : (in + 2 * p - d * (k - 1) - 1) / s + 1;
+    TORCH_CHECK(o > 0, "Given input size per channel: (", input.sizes().slice(2),
+                "). Calculated output size per channel is too small");
+    shape.push_back(o);
+  }
+  at::Tensor out = empty_device(shape, input.scalar_type(), device);
+  if (out.numel() == 0) return out;
+  launch(
+      Op::Convolution,
+      {tensor_operand(input), tensor_operand(weight),
+       has_bias ? tensor_operand(to_dtype_on_device(*bias, input.scalar_type())) : none_operand()},
+      {tensor_operand(out)}, attrs);
+  return out;
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward_overrideable(
+    const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight,
+    c10::SymIntArrayRef stride_s, c10::SymIntArrayRef padding_s, c10::SymIntArrayRef dilation_s,
+    bool transposed, c10::SymIntArrayRef output_padding_s, c10::SymInt groups_s,
+    std::array<bool, 3> output_mask) {
+  const c10::Device device = common_device("convolution_backward", {&grad_output, &input, &weight});
+  check_conv_dtypes(input, weight);
+  const auto attrs =
+      conv_attrs(input.dim() - 2, C10_AS_INTARRAYREF_SLOW(stride_s),
+                 C10_AS_INTARRAYREF_SLOW(padding_s), C10_AS_INTARRAYREF_SLOW(dilation_s),
+                 transposed, C10_AS_INTARRAYREF_SLOW(output_padding_s), groups_s.expect_int());
+  const at::Tensor go = to_dtype_on_device(grad_output, input.scalar_type());
+  at::Tensor gi, gw, gb;
+  if (output_mask[0]) {
+    gi = empty_device(input.sizes(), input.scalar_type(), device);
+    if (gi.numel() > 0)
+      launch(Op::ConvolutionBackwardInput, {tensor_operand(go), tensor_operand(weight)},
+             {tensor_operand(gi)}, attrs);
+  }
+  if (output_mask[1]) {
+    gw = empty_device(weight.sizes(), weight.scalar_type(), device);
+    if (gw.numel() > 0)
+      launch(Op::ConvolutionBackwardWeight, {tensor_operand(go), tensor_operand(input)},
+             {tensor_operand(gw)}, attrs);
+  }
+  if (output_mask[2]) {
+    std::vector<int64_t> dims{0};
+    for (int64_t d = 2; d < go.dim(); ++d) dims.push_back(d);
+    gb = at::sum(go, dims);
+  }
+  return {gi, gw, gb};
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, lib) {
+  NativeOps m(lib);  // a declined call runs as a host library kernel
+  m.impl("convolution_overrideable", convolution_overrideable);
+  m.impl("convolution_backward_overrideable", convolution_backward_overrideable);
+}
+
+}  // namespace openneuron::bridge

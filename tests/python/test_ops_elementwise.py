@@ -1,0 +1,198 @@
+"""Elementwise ops on neuron against the CPU: binary and ternary arithmetic, broadcasting
+and strided operands, unary math, pow and floor_divide, in-place and out= variants, 0-dim
+operands, and the vector loops against the scalar ones bit for bit. Activations and the
+unary math of the activation engine are in test_ops_activation.py."""
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import openneuron
+from helpers import same
+
+pytestmark = pytest.mark.usefixtures("no_fallback")
+
+X = torch.randn(17, 33)
+Y = torch.randn(17, 33)
+ROW = torch.randn(33)
+X3 = torch.randn(6, 7, 5)
+
+
+@pytest.mark.parametrize("fn", [
+    lambda a, b: a + b, lambda a, b: a - 2.5 * b, lambda a, b: torch.add(a, b, alpha=3),
+    lambda a, b: a * b, lambda a, b: a / (b.abs() + 1), lambda a, b: torch.maximum(a, b),
+    lambda a, b: torch.where(a > b, a, b), lambda a, b: (a < b).float(), lambda a, b: a + 1,
+    lambda a, b: 2 - a, lambda a, b: torch.addcmul(a, a, b, value=0.5),
+])
+def test_binary_and_ternary(neuron, fn):
+    same(fn, X, Y, equal_nan=False)
+
+
+def test_broadcasting_and_noncontiguous(neuron):
+    same(lambda a, r: a + r, X, ROW, equal_nan=False)
+    same(lambda a, r: a.t() * r[:17], X, ROW, equal_nan=False)
+    same(lambda a, b: a[:, 1::2] - b[:, 1::2], X, Y, equal_nan=False)
+    same(lambda a, b: a[::3, ::2].t() * b.t()[::2, ::3], X, Y, equal_nan=False)
+
+
+@pytest.mark.parametrize("fn", [
+    torch.relu, torch.exp, torch.tanh, torch.sigmoid, torch.neg, torch.abs, F.silu,
+    lambda a: F.gelu(a), lambda a: F.gelu(a, approximate="tanh"), lambda a: a.abs().sqrt(),
+    lambda a: a.abs().add(0.1).log(), lambda a: a.abs().add(0.1).rsqrt(),
+])
+def test_unary(neuron, fn):
+    same(fn, X, equal_nan=False)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_mul_div_by_0dim_wider_tensor_like_cpu(neuron, dtype):
+    # CPU mul/div read a single-element second operand unrounded (float) for Half/BFloat16;
+    # a 0-dim float32 device tensor (a norm, a loss scale) must not be rounded first.
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(1000, generator=g).to(dtype)
+    for s in (torch.tensor(0.4318763), torch.tensor(3.0000001, dtype=torch.float64), torch.tensor(3000001)):
+        for fn in (torch.mul, torch.div, lambda a, b: a * b, lambda a, b: a.mul(b)):
+            assert torch.equal(fn(x.to(neuron), s.to(neuron)).cpu(), fn(x, s))
+        xd = x.to(neuron)
+        xd.mul_(s.to(neuron))
+        assert torch.equal(xd.cpu(), x.clone().mul_(s))
+        assert torch.equal(torch.add(x.to(neuron), s.to(neuron)).cpu(), torch.add(x, s))
+
+
+def test_in_place_and_out_variants(neuron):
+    a = X.clone().to(neuron)
+    a.add_(Y.to(neuron), alpha=2).mul_(0.5)
+    torch.testing.assert_close(a.cpu(), (X + 2 * Y) * 0.5)
+    out = torch.empty(0, device=neuron)
+    torch.mul(X.to(neuron), Y.to(neuron), out=out)
+    torch.testing.assert_close(out.cpu(), X * Y)
+
+
+def test_integer_true_division_and_transposed_vector_matmul(neuron):
+    a, b = torch.tensor([7, -8]), torch.tensor([2, 3])
+    torch.testing.assert_close((a.to(neuron) / b.to(neuron)).cpu(), a / b)
+    x, y = torch.randn(2, 3), torch.randn(1, 3)
+    torch.testing.assert_close((x.to(neuron) @ y.to(neuron).T).cpu(), x @ y.T)
+    assert torch.equal(torch.arange(0, 2.5, 1.2, dtype=torch.int64, device=neuron).cpu(),
+                       torch.arange(0, 2.5, 1.2, dtype=torch.int64))
+    # Narrower integer types count the length from the real bounds (ATen does).
+    for dt in (torch.int8, torch.int16, torch.int32, torch.uint8):
+        for args in ((3.1,), (1.0, 5.000001, 2.0), (2.1, -2.9, -1.0) if dt != torch.uint8 else (0, 3)):
+            assert torch.equal(torch.arange(*args, dtype=dt, device=neuron).cpu(),
+                               torch.arange(*args, dtype=dt)), (dt, args)
+    assert torch.tensor(3.0, device=neuron).sum(0).item() == 3.0
+
+
+@pytest.mark.parametrize("e", [2, 3, 0.5, -1, 1, 0, 2.5, -0.5])
+def test_pow_scalar(neuron, e):
+    x = X3.abs() + 0.1
+    same(lambda a: a.pow(e), x, rtol=1.3e-6, atol=1e-5)
+    same(lambda a: a.pow(e), x.to(torch.bfloat16), rtol=1.6e-2, atol=1e-2)
+    same(lambda a: torch.pow(a, e), X3.transpose(0, 2).abs(), rtol=1.3e-6, atol=1e-5)
+
+
+def test_pow_variants_and_errors(neuron):
+    same(lambda a, b: torch.pow(a, b), X3.abs(), torch.randn(7, 1), rtol=1.3e-6, atol=1e-5)
+    same(lambda a: torch.pow(2.0, a), X3, rtol=1.3e-6, atol=1e-5)
+    same(lambda a: a.pow(3), torch.arange(-5, 5), exact=True)
+    same(lambda a: a.clone().pow_(2), X3, rtol=1.3e-6, atol=1e-5)
+    same(lambda a: a.pow(2).mean(-1, keepdim=True), X3, rtol=1.3e-6, atol=1e-5)  # HF RMSNorm
+    with pytest.raises(RuntimeError, match="Integers to negative integer powers are not allowed"):
+        torch.arange(3, device=neuron).pow(-1)
+
+
+def test_pow_backward(neuron):
+    x = (X3.abs() + 0.1).requires_grad_()
+    xd = x.detach().to(neuron).requires_grad_()
+    x.pow(3).sum().backward()
+    xd.pow(3).sum().backward()
+    torch.testing.assert_close(xd.grad.cpu(), x.grad)
+
+
+def test_floor_divide(neuron):
+    same(lambda a, b: torch.floor_divide(a, b), torch.arange(-7, 7), torch.tensor(3), exact=True)
+    same(lambda a, b: torch.floor_divide(a, b), X3, X3.abs() + 0.5, rtol=1.3e-6, atol=1e-5)
+
+
+@pytest.mark.parametrize("exponent", [2, 3, 0.5, -0.5, -1, -2, 1.7])
+def test_pow_by_scalar_takes_the_cpus_shortcuts(neuron, exponent):
+    # pow by 2, 3, -0.5, -1, -2 is computed as the CPU computes it (x*x, x*x*x, 1/sqrt(x),
+    # ...) and equals it bit for bit. By 0.5 both take the square root, but the CPU's float32
+    # sqrt is not correctly rounded (about 0.7% of values a unit off) while neuron's is.
+    x = torch.rand(4096, generator=torch.Generator().manual_seed(1)) * 10 + 0.01
+    same(lambda a: a.pow(exponent), x, rtol=1.3e-6, atol=1e-5, exact=exponent in (2, 3, -0.5, -1, -2))
+    same(lambda a: a.pow(exponent), x, rtol=1.3e-6, atol=0)
+    same(lambda a: a.pow(torch.full_like(a, exponent)), x, rtol=1.3e-6, atol=0)
+
+
+@pytest.mark.parametrize("op,atol", [(torch.exp, 1e-44), (torch._C._nn.gelu, 1.5e-6)])
+def test_vector_path_equals_the_scalar_path_bit_for_bit(neuron, op, atol):
+    # Contiguous float32 exp (and softmax) and gelu run an 8- or 16-lane AVX loop;
+    # strided layouts run the scalar formula. Both must give the same bits, specials
+    # included; gelu's vector exp skips the cases that cannot change its result
+    # (gelu's exp underflowing below 2^-126 for x < -13.2 is one of them).
+    g = torch.Generator().manual_seed(0)
+    vals = torch.cat([torch.randn(4000, generator=g) * 30, torch.linspace(-110, 95, 4000),
+                      torch.linspace(-19, -12, 992),
+                      torch.tensor([0.0, -0.0, float("nan"), float("inf"), float("-inf"), 88.7228394,
+                                    88.8, 1e30, -1e30, -103.972084, -104.0, 1e-30] + [0.0] * 4)])
+    x = vals.view(-1, 16).to(neuron)  # 9008 x 16
+    contiguous = op(x).cpu()
+    strided = torch.empty(16, x.shape[0], device=neuron).t()
+    op(x, out=strided)  # a transposed output: no flat loop covers both
+    assert not strided.is_contiguous()
+    assert torch.equal(contiguous.view(torch.int32), strided.cpu().contiguous().view(torch.int32))
+    # The reference in float64: on AVX-512 hosts PyTorch's vectorised float32 gelu gives NaN
+    # for +inf (its scalar loop and its float64 kernel give +inf).
+    reference = op(vals.view(-1, 16).double()).float()
+    torch.testing.assert_close(contiguous, reference, rtol=1.3e-6, atol=atol, equal_nan=True)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_half_type_rsqrt_and_pow_minus_half_are_the_cpu_kernels_bit_for_bit(neuron, dtype):
+    # In float16/bfloat16, rsqrt and pow(x, -0.5) run PyTorch's CPU kernel in place on
+    # device memory (host library): the CPU rounds sqrt(x) to the half type first in the
+    # scalar tail of its vectorised loop (all of a small tensor) but not in the vector
+    # body, so only its own kernel matches it at every size. float32 keeps our lowering.
+    info = torch.finfo(dtype)
+    min_subnormal = info.smallest_normal * info.eps
+    lo, hi = math.log2(min_subnormal), math.log2(info.max)
+    specials = torch.tensor([0.0, -0.0, math.inf, -1.0, math.nan, min_subnormal, info.max])
+    fns = {
+        "rsqrt": torch.rsqrt,
+        "rsqrt_": lambda t: t.clone().rsqrt_(),
+        "rsqrt.out": lambda t: torch.rsqrt(t, out=torch.empty_like(t)),
+        "pow": lambda t: torch.pow(t, -0.5),
+        "pow_": lambda t: t.clone().pow_(-0.5),
+        "pow.out": lambda t: torch.pow(t, -0.5, out=torch.empty_like(t)),
+    }
+    g = torch.Generator().manual_seed(0)
+    openneuron.reset_library_stats()
+    for n in (7, 33, 100, 4099):
+        # log-uniform over the whole range, subnormals up to the largest finite value, and a
+        # third of the values subnormal
+        e = torch.empty(n).uniform_(lo, hi, generator=g)
+        e[::3] = torch.empty(e[::3].numel()).uniform_(lo, math.log2(info.smallest_normal),
+                                                      generator=g)
+        x = torch.exp2(e)
+        if n > len(specials):
+            x[-len(specials):] = specials
+        x = x.to(dtype)
+        assert (x != 0).logical_and(x.abs() < info.smallest_normal).any(), "no subnormal input"
+        d = x.to(neuron)
+        for name, fn in fns.items():
+            got, want = fn(d).cpu(), fn(x)
+            assert got.dtype == dtype
+            assert torch.equal(got.view(torch.int16), want.view(torch.int16)), (name, n)
+    ran = openneuron.library_stats()  # the CPU fallback would raise here (no_fallback)
+    for op in ("aten::rsqrt", "aten::rsqrt_", "aten::rsqrt.out", "aten::pow.Tensor_Scalar_out"):
+        assert ran.get(op, 0) >= 4, (op, ran)
+
+    # float32 stays on our own lowering
+    openneuron.reset_library_stats()
+    x = torch.rand(100, generator=g) + 0.1
+    torch.testing.assert_close(torch.rsqrt(x.to(neuron)).cpu(), torch.rsqrt(x))
+    torch.testing.assert_close(torch.pow(x.to(neuron), -0.5).cpu(), torch.pow(x, -0.5))
+    assert not any("rsqrt" in op or "pow" in op for op in openneuron.library_stats())

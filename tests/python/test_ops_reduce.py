@@ -1,0 +1,76 @@
+"""Reductions on neuron against the CPU: sum/mean/amax/amin, integer sums, var/std,
+vector norms, all/any."""
+
+import pytest
+import torch
+
+import openneuron
+from helpers import same
+
+pytestmark = pytest.mark.usefixtures("no_fallback")
+
+# Inputs of the sum/mean tests (X), the var/std and norm tests (X3), the all/any tests (Z).
+X = torch.randn(17, 33)
+X3 = torch.randn(6, 7, 5)
+Z = torch.randn(5, 7, 9)
+
+
+@pytest.mark.parametrize("fn", [
+    lambda a: a.sum(), lambda a: a.sum(0), lambda a: a.sum(1, keepdim=True), lambda a: a.mean(),
+    lambda a: a.mean((0, 1)), lambda a: a.amax(1), lambda a: a.amin(0),
+])
+def test_reductions(neuron, fn):
+    same(fn, X, rtol=1e-5, atol=1e-5, equal_nan=False)
+
+
+def test_integer_sum_promotes_to_int64(neuron):
+    t = torch.arange(10, dtype=torch.int32)
+    r = t.to(neuron).sum()
+    assert r.dtype == torch.int64 and r.item() == 45
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_var_std(neuron, dtype):
+    tol = dict(rtol=1.6e-2, atol=1e-2) if dtype == torch.bfloat16 else dict(rtol=1.3e-6, atol=1e-5)
+    x = X3.to(dtype)
+    same(lambda a: a.var(), x, **tol)
+    same(lambda a: a.var(1), x, **tol)
+    same(lambda a: a.std((0, 2), keepdim=True, correction=0), x, **tol)
+    same(lambda a: torch.var_mean(a, -1), x, **tol)
+    same(lambda a: torch.std_mean(a, 0, correction=2), x, **tol)
+    same(lambda a: a[:1].var(0), x, **tol)  # one sample: nan
+    with pytest.raises(RuntimeError, match="std only supports floating-point"):
+        torch.arange(3, device=neuron).std()
+
+
+def test_var_backward(neuron):
+    x = torch.randn(4, 9, requires_grad=True)
+    xd = x.detach().to(neuron).requires_grad_()
+    x.std(1).sum().backward()
+    xd.std(1).sum().backward()
+    torch.testing.assert_close(xd.grad.cpu(), x.grad, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("ord", [2, 1, float("inf"), -float("inf"), 0, 3.5])
+def test_vector_norm(neuron, ord):
+    same(lambda a: torch.linalg.vector_norm(a, ord), X3, rtol=1.3e-6, atol=1e-5)
+    same(lambda a: torch.linalg.vector_norm(a, ord, dim=1, keepdim=True), X3, rtol=1.3e-6, atol=1e-5)
+    same(lambda a: torch.linalg.vector_norm(a, ord, dim=(0, 2)), X3.to(torch.bfloat16), rtol=1.6e-2, atol=1e-2)
+
+
+def test_vector_norm_backward_and_clip(neuron):
+    x = torch.randn(5, 6, requires_grad=True)
+    xd = x.detach().to(neuron).requires_grad_()
+    torch.linalg.vector_norm(x, dim=1).sum().backward()
+    torch.linalg.vector_norm(xd, dim=1).sum().backward()
+    torch.testing.assert_close(xd.grad.cpu(), x.grad)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bool, torch.uint8, torch.int32])
+def test_all_any(neuron, dtype):
+    t = (Z > 0.5).to(dtype)
+    for fn in [torch.all, torch.any, lambda a: a.all(1), lambda a: a.any(-1, keepdim=True),
+               lambda a: a.all(dim=(0, 2)), lambda a: torch.ones_like(a).all()]:
+        same(fn, t, exact=True)
+    same(torch.all, torch.empty(0, dtype=dtype), exact=True)
+    same(torch.any, torch.empty(0, dtype=dtype), exact=True)

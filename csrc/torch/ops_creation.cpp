@@ -36,7 +36,7 @@ c10::Device checked_device(std::optional<c10::Device> device_opt) {
   return device;
 }
 
-// FP8 is a trn3 feature (DESIGN.md): on other platform profiles creating a
+// FP8 is a trn3 feature (README, "Behaviour to know"): on other platform profiles creating a
 // float8 tensor fails with the reason and the way out, rather than later in an op.
 c10::ScalarType device_dtype(std::optional<c10::ScalarType> dtype, c10::Device dev) {
   const c10::ScalarType t = c10::dtype_or_default(dtype);

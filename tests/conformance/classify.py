@@ -187,7 +187,7 @@ _FP8_EPS = {torch.float8_e4m3fn: 0.125, torch.float8_e4m3fnuz: 0.125,
             torch.float8_e5m2: 0.25, torch.float8_e5m2fnuz: 0.25}
 
 
-# float64 and complex128 are stored as float32 / complex64 on neuron (DESIGN.md).
+# float64 and complex128 are stored as float32 / complex64 on neuron (README, "Behaviour to know").
 NARROWED = {torch.float64: torch.float32, torch.complex128: torch.complex64}
 
 

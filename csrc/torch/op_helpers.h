@@ -65,10 +65,6 @@ inline at::Tensor wrapped_scalar(const at::Scalar& s) {
   return t;
 }
 
-inline at::DimVector broadcast_shape(const at::Tensor& a, const at::Tensor& b) {
-  return at::infer_size_dimvector(a.sizes(), b.sizes());
-}
-
 // Optional tensor arguments.
 inline const at::Tensor& value_or_undefined(const OptTensor& t) {
   static const at::Tensor undefined;
@@ -86,17 +82,6 @@ inline Operand optional_operand(const OptTensor& t, c10::ScalarType dtype) {
   return tensor_operand(to_dtype_on_device(*t, dtype).contiguous());
 }
 
-// The device of a tensor and optional tensors; a mix raises PyTorch's device-mismatch error.
-inline c10::Device common_device_opt(const char* method, const at::Tensor& first,
-                                     std::initializer_list<const OptTensor*> opts) {
-  std::optional<c10::Device> device;
-  c10::impl::check_and_update_common_device(device, first, method, "argument");
-  for (const OptTensor* t : opts) {
-    c10::impl::check_and_update_common_device(device, *t, method, "argument");
-  }
-  return *device;
-}
-
 inline at::Tensor empty_device_like(const at::Tensor& t, c10::ScalarType dtype) {
   return empty_device(t.sizes(), dtype, t.device());
 }
@@ -104,12 +89,6 @@ inline at::Tensor empty_device_like(const at::Tensor& t, c10::ScalarType dtype) 
 // The engines' float dtypes.
 inline bool is_half_or_float(c10::ScalarType t) {
   return t == c10::kFloat || t == c10::kBFloat16 || t == c10::kHalf;
-}
-
-// Declines (host library kernel) a dtype that is not floating, with the CPU kernel's name.
-inline void decline_non_float(const at::Tensor& self, const char* kernel) {
-  TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(self.scalar_type()), "\"", kernel,
-                              "\" not implemented for '", c10::toString(self.scalar_type()), "'");
 }
 
 // The result dtype of sum, prod and the scans: `dtype` if given, else integers (and Bool)

@@ -13,6 +13,12 @@ namespace {
 using at::Tensor;
 using compiler::Op;
 
+// Declines (host library kernel) a dtype that is not floating, with the CPU kernel's name.
+void decline_non_float(const at::Tensor& self, const char* kernel) {
+  TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(self.scalar_type()), "\"", kernel,
+                              "\" not implemented for '", c10::toString(self.scalar_type()), "'");
+}
+
 // out = op(in...) with a result of dtype `result`; `in` holds the tensor and
 // scalar operands in the compiler op's order.
 void run(Op op, const std::vector<Operand>& in, const Tensor& out, c10::ScalarType result,

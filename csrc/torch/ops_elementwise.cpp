@@ -13,6 +13,10 @@ namespace {
 using at::Tensor;
 using compiler::Op;
 
+at::DimVector broadcast_shape(const at::Tensor& a, const at::Tensor& b) {
+  return at::infer_size_dimvector(a.sizes(), b.sizes());
+}
+
 // ---------------------------------------------------------------- unary
 
 enum class UnaryKind {

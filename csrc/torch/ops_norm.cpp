@@ -9,6 +9,17 @@ namespace {
 using at::Tensor;
 using compiler::Op;
 
+// The device of a tensor and optional tensors; a mix raises PyTorch's device-mismatch error.
+c10::Device common_device_opt(const char* method, const at::Tensor& first,
+                              std::initializer_list<const OptTensor*> opts) {
+  std::optional<c10::Device> device;
+  c10::impl::check_and_update_common_device(device, first, method, "argument");
+  for (const OptTensor* t : opts) {
+    c10::impl::check_and_update_common_device(device, *t, method, "argument");
+  }
+  return *device;
+}
+
 Tensor dummy(c10::Device device) { return empty_device({0}, c10::kFloat, device); }
 
 // Statistics dtype of the norms (PyTorch's param_scalar_type): float for

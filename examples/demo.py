@@ -174,5 +174,22 @@ def main() -> None:
           f"{torch.neuron.memory_reserved(0) / 2**20:.1f} MiB reserved on neuron:0")
 
 
+
+def distributed_demo() -> None:
+    """DDP on 2 ranks with torchrun (examples/ddp_demo.py prints its own report)."""
+    import os
+    import subprocess
+    import sys
+
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ddp_demo.py")
+    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone",
+                           "--nproc_per_node=2", script], capture_output=True, text=True)
+    print(proc.stdout.rstrip())
+    if proc.returncode != 0:
+        print(proc.stderr[-4000:])
+        raise SystemExit(f"the 2-rank run failed (exit {proc.returncode})")
+
+
 if __name__ == "__main__":
     main()
+    distributed_demo()

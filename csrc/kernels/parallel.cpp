@@ -21,15 +21,20 @@ namespace {
 
 thread_local bool t_in_region = false;
 
+int env_int(const char* name) {
+  const char* v = std::getenv(name);
+  return v != nullptr ? std::atoi(v) : 0;
+}
+
 int default_threads() {
-  for (const char* name : {"OPENNEURON_INTRAOP_THREADS", "OMP_NUM_THREADS"}) {
-    if (const char* v = std::getenv(name)) {
-      const int n = std::atoi(v);
-      if (n > 0) return n;
-    }
-  }
+  if (const int n = env_int("OPENNEURON_INTRAOP_THREADS"); n > 0) return n;
   const unsigned hc = std::thread::hardware_concurrency();
-  return hc > 0 ? static_cast<int>(hc) : 1;
+  const int host = hc > 0 ? static_cast<int>(hc) : 1;
+  // Ranks started by torchrun share the host: each takes its share of the cores
+  // (torchrun's OMP_NUM_THREADS=1 is meant for CPU training and is not taken).
+  if (const int local = env_int("LOCAL_WORLD_SIZE"); local > 1) return std::max(1, host / local);
+  if (const int n = env_int("OMP_NUM_THREADS"); n > 0) return n;
+  return host;
 }
 
 std::atomic<int> g_threads{0};

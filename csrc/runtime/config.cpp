@@ -155,6 +155,14 @@ onrt_status parse_config(const EnvLookup& env, uint64_t host_memory_bytes, Confi
   }
 
   cfg.num_physical_cores = 2;
+  // A process started by torchrun (or any launcher that sets LOCAL_WORLD_SIZE)
+  // uses core LOCAL_RANK, so by default it has as many cores as local ranks.
+  if (const char* w = env("LOCAL_WORLD_SIZE"); w != nullptr) {
+    uint64_t v = 0;
+    if (parse_uint(trim(w), &v) && v > 2 && v <= static_cast<uint64_t>(kMaxCores)) {
+      cfg.num_physical_cores = static_cast<int>(v);
+    }
+  }
   if (const char* n = env("OPENNEURON_NUM_CORES"); n != nullptr && !trim(n).empty()) {
     uint64_t v = 0;
     if (!parse_uint(trim(n), &v) || v < 1 || v > static_cast<uint64_t>(kMaxCores)) {

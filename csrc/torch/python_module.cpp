@@ -17,6 +17,10 @@ namespace py = pybind11;
 using namespace openneuron;
 using namespace openneuron::bridge;
 
+namespace openneuron::bridge {
+void bind_distributed(py::module_& m);  // process_group.cpp
+}  // namespace openneuron::bridge
+
 namespace {
 
 py::dict device_properties(int index) {
@@ -73,6 +77,7 @@ PYBIND11_MODULE(_C, m) {
     }
   });
   m.def("init", [] { ensure_initialized(); });
+  bind_distributed(m);
   m.def("is_initialized", [] { return static_cast<bool>(onrt_is_initialized()); });
   m.def("in_bad_fork", [] { return static_cast<bool>(onrt_in_bad_fork()); });
   m.def("device_count", [] { return device_count(); });

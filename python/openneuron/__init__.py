@@ -61,6 +61,14 @@ def _load() -> None:
 
     _compat.install()  # module.to("neuron") keeps Parameter objects, as on CUDA
     _loss_defaults.install()  # chunked linear_cross_entropy: the CPU's accumulation
+    from . import distributed
+
+    distributed.register()  # the c10d backend "neuron"
+    # A rank started by torchrun works on core LOCAL_RANK without calling set_device
+    # (Accelerate reads torch.neuron.current_device() and never sets it).
+    index = distributed.default_device_index(_C.device_count())
+    if index is not None:
+        _C.set_device(index)
     _loaded = True
 
 

@@ -40,6 +40,21 @@ TEST(ConfigTest, DefaultsAreTwoTrn2Cores) {
   EXPECT_FALSE(cfg.launch_blocking);
 }
 
+TEST(ConfigTest, LaunchersGetOneCorePerLocalRank) {
+  Config cfg;
+  std::string err;
+  // torchrun --nproc_per_node=4: rank 3 needs neuron:3.
+  ASSERT_EQ(parse(Env{{{"LOCAL_WORLD_SIZE", "4"}}}, &cfg, &err), ONRT_OK) << err;
+  EXPECT_EQ(cfg.num_physical_cores, 4);
+  // Fewer local ranks than the default keep the default; an explicit count wins.
+  ASSERT_EQ(parse(Env{{{"LOCAL_WORLD_SIZE", "1"}}}, &cfg, &err), ONRT_OK) << err;
+  EXPECT_EQ(cfg.num_physical_cores, 2);
+  ASSERT_EQ(parse(Env{{{"LOCAL_WORLD_SIZE", "4"}, {"OPENNEURON_NUM_CORES", "1"}}}, &cfg, &err),
+            ONRT_OK)
+      << err;
+  EXPECT_EQ(cfg.num_physical_cores, 1);
+}
+
 TEST(ConfigTest, Trn3HasMoreMemoryAndFp8) {
   Env env{{{"OPENNEURON_PLATFORM", "trn3"}}};
   Config cfg;

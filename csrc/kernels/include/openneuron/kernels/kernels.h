@@ -5,6 +5,7 @@
 // files under csrc/kernels that implement the family.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "openneuron/kernels/params.h"
@@ -119,6 +120,19 @@ onrt_kernel_fn pool2d_kernel(Pool2dKind kind, DType dtype);
 onrt_kernel_fn attention_kernel(DType dtype, bool backward);
 // Philox blocks the dropout of an attention over [b, h, l, s] consumes.
 int64_t attention_offset_increment(int64_t b, int64_t h, int64_t l, int64_t s);
+
+// --- collectives (reduce_buffers.cpp): plain host calls, not kernels; the
+// shared-memory collectives reduce and copy their staging buffers with them.
+enum class BufferReduce : uint8_t { Sum, Product, Min, Max, BitAnd, BitOr, BitXor };
+// dst[i] = srcs[0][i] op srcs[1][i] op ... for i < count; dst may alias any
+// source. Bool..Float32 and Float64; Float16/BFloat16 accumulate in float over
+// all sources and round once; integer Sum/Product wrap; Min/Max propagate NaN.
+// Bit ops on integral types and Bool (Bool: Sum/Max/BitOr are or,
+// Product/Min/BitAnd are and). Throws std::invalid_argument otherwise.
+void reduce_buffers(DType dtype, BufferReduce op, void* dst, const void* const* srcs, int nsrcs,
+                    size_t count);
+// memcpy split over the pool when large.
+void copy_buffer(void* dst, const void* src, size_t bytes);
 
 // Intra-op thread pool shared by all kernels (parallel.cpp). Defaults to
 // std::thread::hardware_concurrency(), or OPENNEURON_INTRAOP_THREADS.

@@ -9,7 +9,7 @@ BUILD := build/release
 ASAN_BUILD := build/asan
 JOBS ?= $(shell nproc)
 # Debian packages the C++ layers build against (pinned where the version matters).
-SYSTEM_PACKAGES := libdnnl-dev=2.6.3-1 libblis-serial-dev=0.9.0-1 libgtest-dev ccache
+SYSTEM_PACKAGES := libdnnl-dev=2.6.3-1 libblis-serial-dev=0.9.0-1 libgtest-dev ccache iproute2
 
 
 .PHONY: coverage
@@ -25,7 +25,7 @@ $(VENV)/.deps: requirements/runtime.txt requirements/dev.txt | $(PY)
 	touch $@
 
 sysdeps:
-	@if [ ! -f /usr/include/dnnl.h ] || [ ! -f /usr/include/gtest/gtest.h ] || \
+	@if [ ! -f /usr/include/dnnl.h ] || [ ! -f /usr/include/gtest/gtest.h ] || ! command -v ip >/dev/null || \
 	     [ ! -f /usr/include/$$(gcc -print-multiarch)/blis-serial/blis.h ]; then \
 	  echo "installing system packages: $(SYSTEM_PACKAGES)"; \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \

@@ -72,5 +72,5 @@ def describe_repetitions(p: Profile) -> str:
             f"timed batches), each after 20 ms idle (PyTorch's "
             f"OpenMP workers spin ~10 ms after each op: the next column must not share cores with "
             f"them); dispatch: {p.dispatch_rounds} "
-            f"rounds of {p.dispatch_calls} calls; all_reduce: {p.collective_reps} repetitions "
+            f"rounds of {p.dispatch_calls} calls; collectives: {p.collective_reps} repetitions "
             "per size")

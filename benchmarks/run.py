@@ -97,7 +97,7 @@ class Runner:
         p = self.profile
         return self.json_section("collectives", "benchmarks.collectives",
                                  ["--reps", str(p.collective_reps), "--max-mib", str(p.collective_max_mib)],
-                                 timeout=180)
+                                 timeout=600)
 
     def compile(self) -> dict:
         args = [a for w in self.profile.compile_workloads for a in ("--workload", w)]

@@ -115,7 +115,21 @@ void unmap(Mapping& m) {
   m = {};
 }
 
-bool pid_alive(int pid) { return !(kill(pid, 0) == -1 && errno == ESRCH); }
+// A killed rank stays a zombie until its parent reaps it (a launcher that
+// has not noticed yet): kill(pid, 0) still succeeds then, /proc says 'Z'.
+bool pid_alive(int pid) {
+  if (kill(pid, 0) == -1 && errno == ESRCH) return false;
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/%d/stat", pid);
+  FILE* f = std::fopen(path, "r");
+  if (f == nullptr) return true;  // no /proc: trust kill()
+  char buf[512] = {};
+  const size_t n = std::fread(buf, 1, sizeof buf - 1, f);
+  std::fclose(f);
+  // "pid (comm) S ...": the state follows the last ')'.
+  const char* close = std::strrchr(buf, ')');
+  return !(n > 0 && close != nullptr && close[1] == ' ' && (close[2] == 'Z' || close[2] == 'X'));
+}
 
 }  // namespace detail
 

@@ -7,6 +7,7 @@
 #include <c10/util/Exception.h>
 
 #include <mutex>
+#include <unordered_set>
 #include <vector>
 
 #include "bridge.h"
@@ -231,6 +232,56 @@ C10_REGISTER_GUARD_IMPL(PrivateUse1, NeuronGuardImpl);
 
 // ------------------------------------------------------------------- hooks
 
+// Pinned host memory: device memory is host memory on virtual cores, so pageable
+// memory copies as fast as pinned would; the allocator only remembers what it
+// handed out, so is_pinned() is true for it (DDP's Reducer asserts that).
+class PinnedAllocator final : public at::Allocator {
+ public:
+  at::DataPtr allocate(size_t bytes) override {
+    at::DataPtr p = c10::GetCPUAllocator()->allocate(bytes);
+    void* ptr = p.get();
+    if (ptr != nullptr) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      live_.insert(ptr);
+    }
+    // The CPU allocator's deleter frees through its context; keep it and forget the pointer.
+    auto* ctx = new Context{p.release_context(), p.get_deleter(), ptr, this};
+    return {ptr, ctx, &PinnedAllocator::free, at::Device(at::kCPU)};
+  }
+  at::DeleterFnPtr raw_deleter() const override { return nullptr; }
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    default_copy_data(dest, src, count);
+  }
+  bool is_pinned(const void* ptr) const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return live_.count(ptr) != 0;
+  }
+
+ private:
+  struct Context {
+    void* inner;
+    c10::DeleterFnPtr inner_free;
+    void* ptr;
+    PinnedAllocator* owner;
+  };
+  static void free(void* raw) {
+    auto* ctx = static_cast<Context*>(raw);
+    {
+      std::lock_guard<std::mutex> lock(ctx->owner->mutex_);
+      ctx->owner->live_.erase(ctx->ptr);
+    }
+    if (ctx->inner_free != nullptr) ctx->inner_free(ctx->inner);
+    delete ctx;
+  }
+  mutable std::mutex mutex_;
+  std::unordered_set<const void*> live_;
+};
+
+PinnedAllocator& pinned_allocator() {
+  static PinnedAllocator* allocator = new PinnedAllocator();  // outlives every tensor
+  return *allocator;
+}
+
 struct NeuronHooks final : public at::PrivateUse1HooksInterface {
   bool isBuilt() const override { return true; }
   bool isAvailable() const override { return device_count() > 0; }
@@ -245,12 +296,8 @@ struct NeuronHooks final : public at::PrivateUse1HooksInterface {
     ONRT_CHECK(onrt_pointer_get_device(data, &dev));
     return at::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(dev));
   }
-  bool isPinnedPtr(const void*) const override { return false; }
-  at::Allocator* getPinnedMemoryAllocator() const override {
-    // Device memory is host memory on the virtual core; pageable host memory
-    // is as fast to copy from as pinned memory would be.
-    return c10::GetCPUAllocator();
-  }
+  bool isPinnedPtr(const void* ptr) const override { return pinned_allocator().is_pinned(ptr); }
+  at::Allocator* getPinnedMemoryAllocator() const override { return &pinned_allocator(); }
   bool hasPrimaryContext(c10::DeviceIndex) const override { return onrt_is_initialized(); }
   void init() const override { ensure_initialized(); }
   c10::DeviceIndex deviceCount() const override {

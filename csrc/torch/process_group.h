@@ -32,7 +32,7 @@ class WorkState {
  public:
   void finish(std::string error);  // "" on success
   bool done() const { return done_.load(std::memory_order_acquire); }
-  // Waits until done or the deadline; false on timeout.
+  // Waits until done or the deadline (none for kNoTimeout); false on timeout.
   bool wait_for(std::chrono::milliseconds timeout);
   std::string error() const;  // "" unless it failed; valid once done()
 

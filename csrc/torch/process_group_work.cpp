@@ -27,7 +27,13 @@ void WorkState::finish(std::string error) {
 
 bool WorkState::wait_for(std::chrono::milliseconds timeout) {
   std::unique_lock<std::mutex> lock(mutex_);
-  return cv_.wait_for(lock, timeout, [&] { return done_.load(std::memory_order_acquire); });
+  auto finished = [&] { return done_.load(std::memory_order_acquire); };
+  // No deadline: wait_for(milliseconds::max()) would overflow the clock.
+  if (timeout == ::kNoTimeout) {
+    cv_.wait(lock, finished);
+    return true;
+  }
+  return cv_.wait_for(lock, timeout, finished);
 }
 
 std::string WorkState::error() const {
@@ -101,7 +107,7 @@ void NeuronWork::blockCurrentStream() {
   ONRT_CHECK(onrt_stream_wait_event(current, done_));
   if (state_->done()) return;  // a success already known needs no check on the stream
   auto* check = new FailureCheck{state_};
-  const onrt_status st = onrt_launch_host_fn(current, "c10d result check", check_failure, check);
+  const onrt_status st = onrt_launch_host_fn(current, "c10d", check_failure, check);
   if (st != ONRT_OK) {
     delete check;
     raise_status(st, "onrt_launch_host_fn");
@@ -115,13 +121,7 @@ bool NeuronWork::wait(std::chrono::milliseconds timeout) {
     blockCurrentStream();
     return true;
   }
-  const auto limit = timeout == ::kNoTimeout ? std::chrono::milliseconds::max() : timeout;
-  bool finished;
-  {
-    // The Python thread may hold the GIL here (Work.wait releases it; direct
-    // C++ callers do not need it).
-    finished = state_->wait_for(limit);
-  }
+  const bool finished = state_->wait_for(timeout);
   if (!finished) {
     C10_THROW_ERROR(DistBackendError,
                     description_ + ": timed out after " + std::to_string(timeout.count()) +
@@ -206,8 +206,9 @@ c10::intrusive_ptr<c10d::Work> NeuronBackend::enqueue(Call call) {
   if (st != ONRT_OK) raise_status(st, "ordering a collective after the current stream");
 
   auto state = std::make_shared<WorkState>();
-  std::string description = std::string(call.name) + " #" + std::to_string(seq) + " (rank " +
-                            std::to_string(rank_) + " of " + std::to_string(size_) + ")";
+  // The transport's messages carry the collective's number within the group.
+  std::string description = std::string(call.name) + " on rank " + std::to_string(rank_) +
+                            " of " + std::to_string(size_);
   auto* job = new Job{this, std::move(call.body), std::move(call.keep), state, description,
                       [this](const std::string& error) { fail(error); }};
   st = onrt_launch_host_fn(lane, call.name, run_job, job);

@@ -83,22 +83,33 @@ def plot_op_speedups(results: dict, path: Path) -> bool:
 
 
 def plot_collectives(results: dict, path: Path) -> bool:
-    rows = results.get("collectives", {}).get("rows", [])
+    """Bus bandwidth against message size, one panel per collective: neuron and Gloo, and
+    the single-thread memcpy bandwidth of the same run as a horizontal line."""
+    coll = results.get("collectives", {})
+    rows = coll.get("rows", [])
     if not rows:
         return False
+    ops = list(dict.fromkeys(r.get("op", "all_reduce") for r in rows))
+    memcpy = (coll.get("memcpy") or {}).get("gbps")
     plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(6, 4))
-    for backend, label in (("gloo", "Gloo"), ("neuron", "neuron")):
-        points = [(r["bytes"], r["cells"][backend]["bus_gbps"]) for r in rows
-                  if r["cells"].get(backend, {}).get("status") == "ok"]
-        if points:
-            ax.plot(*zip(*points), marker="o", label=label)
-    ax.set_xscale("log", base=2)
-    ax.set_yscale("log")
-    ax.set_xlabel("message size (bytes)")
-    ax.set_ylabel("bus bandwidth (GB/s)")
-    ax.set_title("all_reduce, 2 ranks")
-    ax.legend()
+    fig, axes = plt.subplots(1, len(ops), figsize=(4.5 * len(ops), 4), squeeze=False, sharey=True)
+    for ax, op in zip(axes[0], ops):
+        for backend, label in (("gloo", "Gloo (CPU tensors)"), ("neuron", "neuron")):
+            points = [(r["bytes"], r["cells"][backend]["bus_gbps"]) for r in rows
+                      if r.get("op", "all_reduce") == op
+                      and r["cells"].get(backend, {}).get("status") == "ok"]
+            if points:
+                ax.plot(*zip(*points), marker="o", markersize=3, label=label)
+        if memcpy:
+            ax.axhline(memcpy, color="gray", linestyle="--", linewidth=1,
+                       label=f"memcpy, 1 thread ({memcpy:.1f} GB/s)")
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("size (bytes, full tensor)")
+        ax.set_title(f"{op}, {coll.get('world_size', 2)} ranks")
+        ax.grid(True, which="major", alpha=0.3)
+    axes[0][0].set_ylabel("bus bandwidth (GB/s)")
+    axes[0][0].legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=90)
     plt.close(fig)

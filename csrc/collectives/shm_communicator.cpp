@@ -168,9 +168,10 @@ std::vector<std::string> ShmCommunicatorImpl::linked_segments() const {
 
 // ------------------------------------------------------------ abort
 
-void ShmCommunicatorImpl::abort(const std::string& reason) {
+void ShmCommunicatorImpl::abort_at(uint64_t seq, const std::string& reason) {
   uint32_t expected = 0;
   if (!self_->abort_state.compare_exchange_strong(expected, 1, std::memory_order_acq_rel)) return;
+  self_->abort_seq.store(seq, std::memory_order_relaxed);
   const size_t n = std::min(reason.size(), kReasonBytes - 1);
   std::memcpy(self_->reason, reason.data(), n);
   self_->reason[n] = '\0';
@@ -195,7 +196,7 @@ void ShmCommunicatorImpl::throw_if_aborted(const std::string& what) const {
 }
 
 void ShmCommunicatorImpl::fail(const std::string& msg) {
-  abort(msg);
+  abort_at(seq_, msg);
   throw CollectiveError(msg);
 }
 
@@ -268,11 +269,18 @@ void ShmCommunicatorImpl::sync() {
     checked_ = true;
     check_headers();
   }
-  // A peer that reached the step and then failed (timed out after signalling,
-  // say) fails this rank too, now rather than one call later.
+  // A peer that reached the step and then failed in this collective (timed out
+  // after signalling, say) fails this rank too, now rather than one call later.
+  // One that failed in a later collective (a third rank died after this one
+  // ended for it) does not: this collective is complete.
   for (int r : others_) {
-    if (peers_[r].ctl->abort_state.load(std::memory_order_acquire) != 0) {
-      throw CollectiveError(what_ + ": rank " + std::to_string(r) + " aborted: " + abort_reason(r));
+    const ControlBlock* c = peers_[r].ctl;
+    if (c->abort_state.load(std::memory_order_acquire) == 0) continue;
+    // abort_reason waits until the abort is fully written, abort_seq with it.
+    const std::string reason = abort_reason(r);
+    const uint64_t at = c->abort_seq.load(std::memory_order_relaxed);
+    if (at == 0 || at <= seq_) {
+      throw CollectiveError(what_ + ": rank " + std::to_string(r) + " aborted: " + reason);
     }
   }
 }

@@ -44,6 +44,9 @@ struct ControlBlock {
   Line step;  // barriers this rank has reached
   // 0: running, 1: an abort is writing its reason, 2: aborted (reason readable).
   alignas(kLine) std::atomic<uint32_t> abort_state;
+  // The collective that failed (0: outside one, e.g. a send): peers that already
+  // finished an earlier collective do not fail it for this abort.
+  std::atomic<uint64_t> abort_seq;
   char reason[kReasonBytes];
   // The header of collective seq lives in headers[seq % 2]: a rank writes
   // header seq + 2 only after all peers passed the first barrier of seq + 1,
@@ -113,7 +116,8 @@ class ShmCommunicatorImpl final : public ShmCommunicator {
   ~ShmCommunicatorImpl() override;
   void connect(Rendezvous& rdv);
 
-  void abort(const std::string& reason) override;
+  void abort(const std::string& reason) override { abort_at(0, reason); }
+  void abort_at(uint64_t seq, const std::string& reason);
   void all_reduce(void* data, size_t count, DType dtype, ReduceOp op) override;
   void reduce(void* data, size_t count, DType dtype, ReduceOp op, int root) override;
   void broadcast(void* data, size_t bytes, int root) override;
@@ -193,11 +197,11 @@ void ShmCommunicatorImpl::guarded(F&& f) {
   try {
     f();
   } catch (const CollectiveError& e) {
-    abort(e.what());
+    abort_at(seq_, e.what());
     throw;
   } catch (const std::exception& e) {
     const std::string msg = what_ + ": " + e.what();
-    abort(msg);
+    abort_at(seq_, msg);
     throw CollectiveError(msg);
   }
 }

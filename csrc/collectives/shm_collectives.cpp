@@ -81,8 +81,7 @@ void ShmCommunicatorImpl::reduce_impl(char* data, size_t count, DType dtype, Red
     for (int j = 0; j < n; ++j) srcs[j] = j == r ? chunk + lo(r) : stage(j) + lo(r);
     const size_t len = (hi(r) - lo(r)) / es;
     if (all) {
-      kernels::reduce_buffers(dtype, buffer_op(op), chunk + lo(r), srcs.data(), n, len);
-      copy(mine + lo(r), chunk + lo(r), hi(r) - lo(r));
+      kernels::reduce_buffers(dtype, buffer_op(op), chunk + lo(r), srcs.data(), n, len, mine + lo(r));
     } else {
       // reduce leaves non-root data untouched: the slice is reduced into staging.
       kernels::reduce_buffers(dtype, buffer_op(op), mine + lo(r), srcs.data(), n, len);

@@ -1,6 +1,7 @@
 // Elementwise reduction of whole buffers for the collectives (all_reduce,
 // reduce, reduce_scatter): dst = srcs[0] op srcs[1] op ... over `count`
-// elements, and a pool-parallel memcpy for their staging copies.
+// elements (optionally written to a second buffer in the same pass), and a
+// pool-parallel memcpy for their staging copies.
 //
 // Each thread walks its range in tiles held in compute type: the accumulator
 // lives on the stack, so dst may alias any source (a source is read before its
@@ -60,9 +61,10 @@ ON_INLINE C apply(C a, C b) {
 constexpr int64_t kTile = 2048;
 
 template <class T, BufferReduce Op>
-void reduce_typed(void* dst_v, const void* const* srcs_v, int nsrcs, size_t count) {
+void reduce_typed(void* dst_v, void* copy_v, const void* const* srcs_v, int nsrcs, size_t count) {
   using C = compute_t<T>;
   T* dst = static_cast<T*>(dst_v);
+  T* copy_to = static_cast<T*>(copy_v);
   auto body = [&](int64_t b, int64_t e) {
     alignas(64) C acc[kTile];
     for (int64_t t = b; t < e; t += kTile) {
@@ -75,6 +77,7 @@ void reduce_typed(void* dst_v, const void* const* srcs_v, int nsrcs, size_t coun
       }
       T* d = dst + t;
       for (int64_t i = 0; i < m; ++i) detail::store(d + i, acc[i]);
+      if (copy_to != nullptr) std::memcpy(copy_to + t, d, static_cast<size_t>(m) * sizeof(T));
     }
   };
   detail::parallel_for(static_cast<int64_t>(count), detail::kGrain, body);
@@ -82,8 +85,9 @@ void reduce_typed(void* dst_v, const void* const* srcs_v, int nsrcs, size_t coun
 
 // Bool is reduced as bytes 0/1 (any nonzero byte reads as true): or / and.
 template <bool IsOr>
-void reduce_bool(void* dst_v, const void* const* srcs_v, int nsrcs, size_t count) {
+void reduce_bool(void* dst_v, void* copy_v, const void* const* srcs_v, int nsrcs, size_t count) {
   uint8_t* dst = static_cast<uint8_t*>(dst_v);
+  uint8_t* copy_to = static_cast<uint8_t*>(copy_v);
   auto body = [&](int64_t b, int64_t e) {
     alignas(64) uint8_t acc[kTile];
     for (int64_t t = b; t < e; t += kTile) {
@@ -98,25 +102,27 @@ void reduce_bool(void* dst_v, const void* const* srcs_v, int nsrcs, size_t count
         }
       }
       std::memcpy(dst + t, acc, static_cast<size_t>(m));
+      if (copy_to != nullptr) std::memcpy(copy_to + t, acc, static_cast<size_t>(m));
     }
   };
   detail::parallel_for(static_cast<int64_t>(count), detail::kGrain, body);
 }
 
 template <class T>
-void reduce_dispatch(BufferReduce op, void* dst, const void* const* srcs, int nsrcs, size_t count) {
+void reduce_dispatch(BufferReduce op, void* dst, void* copy_to, const void* const* srcs, int nsrcs,
+                     size_t count) {
   switch (op) {
-    case BufferReduce::Sum: return reduce_typed<T, BufferReduce::Sum>(dst, srcs, nsrcs, count);
-    case BufferReduce::Product: return reduce_typed<T, BufferReduce::Product>(dst, srcs, nsrcs, count);
-    case BufferReduce::Min: return reduce_typed<T, BufferReduce::Min>(dst, srcs, nsrcs, count);
-    case BufferReduce::Max: return reduce_typed<T, BufferReduce::Max>(dst, srcs, nsrcs, count);
+    case BufferReduce::Sum: return reduce_typed<T, BufferReduce::Sum>(dst, copy_to, srcs, nsrcs, count);
+    case BufferReduce::Product: return reduce_typed<T, BufferReduce::Product>(dst, copy_to, srcs, nsrcs, count);
+    case BufferReduce::Min: return reduce_typed<T, BufferReduce::Min>(dst, copy_to, srcs, nsrcs, count);
+    case BufferReduce::Max: return reduce_typed<T, BufferReduce::Max>(dst, copy_to, srcs, nsrcs, count);
     default: break;
   }
   if constexpr (std::is_integral_v<T>) {
     switch (op) {
-      case BufferReduce::BitAnd: return reduce_typed<T, BufferReduce::BitAnd>(dst, srcs, nsrcs, count);
-      case BufferReduce::BitOr: return reduce_typed<T, BufferReduce::BitOr>(dst, srcs, nsrcs, count);
-      case BufferReduce::BitXor: return reduce_typed<T, BufferReduce::BitXor>(dst, srcs, nsrcs, count);
+      case BufferReduce::BitAnd: return reduce_typed<T, BufferReduce::BitAnd>(dst, copy_to, srcs, nsrcs, count);
+      case BufferReduce::BitOr: return reduce_typed<T, BufferReduce::BitOr>(dst, copy_to, srcs, nsrcs, count);
+      case BufferReduce::BitXor: return reduce_typed<T, BufferReduce::BitXor>(dst, copy_to, srcs, nsrcs, count);
       default: break;
     }
   }
@@ -126,7 +132,7 @@ void reduce_dispatch(BufferReduce op, void* dst, const void* const* srcs, int ns
 }  // namespace
 
 void reduce_buffers(DType dtype, BufferReduce op, void* dst, const void* const* srcs, int nsrcs,
-                    size_t count) {
+                    size_t count, void* copy_to) {
   if (nsrcs < 1) throw std::invalid_argument("reduce_buffers: no sources");
   if (count == 0) return;
   switch (dtype) {
@@ -134,22 +140,22 @@ void reduce_buffers(DType dtype, BufferReduce op, void* dst, const void* const* 
       switch (op) {
         case BufferReduce::Sum:
         case BufferReduce::Max:
-        case BufferReduce::BitOr: return reduce_bool<true>(dst, srcs, nsrcs, count);
+        case BufferReduce::BitOr: return reduce_bool<true>(dst, copy_to, srcs, nsrcs, count);
         case BufferReduce::Product:
         case BufferReduce::Min:
-        case BufferReduce::BitAnd: return reduce_bool<false>(dst, srcs, nsrcs, count);
+        case BufferReduce::BitAnd: return reduce_bool<false>(dst, copy_to, srcs, nsrcs, count);
         case BufferReduce::BitXor: break;  // torch rejects xor of bools in c10d too
       }
       break;
-    case DType::UInt8: return reduce_dispatch<uint8_t>(op, dst, srcs, nsrcs, count);
-    case DType::Int8: return reduce_dispatch<int8_t>(op, dst, srcs, nsrcs, count);
-    case DType::Int16: return reduce_dispatch<int16_t>(op, dst, srcs, nsrcs, count);
-    case DType::Int32: return reduce_dispatch<int32_t>(op, dst, srcs, nsrcs, count);
-    case DType::Int64: return reduce_dispatch<int64_t>(op, dst, srcs, nsrcs, count);
-    case DType::Float16: return reduce_dispatch<detail::f16>(op, dst, srcs, nsrcs, count);
-    case DType::BFloat16: return reduce_dispatch<detail::bf16>(op, dst, srcs, nsrcs, count);
-    case DType::Float32: return reduce_dispatch<float>(op, dst, srcs, nsrcs, count);
-    case DType::Float64: return reduce_dispatch<double>(op, dst, srcs, nsrcs, count);
+    case DType::UInt8: return reduce_dispatch<uint8_t>(op, dst, copy_to, srcs, nsrcs, count);
+    case DType::Int8: return reduce_dispatch<int8_t>(op, dst, copy_to, srcs, nsrcs, count);
+    case DType::Int16: return reduce_dispatch<int16_t>(op, dst, copy_to, srcs, nsrcs, count);
+    case DType::Int32: return reduce_dispatch<int32_t>(op, dst, copy_to, srcs, nsrcs, count);
+    case DType::Int64: return reduce_dispatch<int64_t>(op, dst, copy_to, srcs, nsrcs, count);
+    case DType::Float16: return reduce_dispatch<detail::f16>(op, dst, copy_to, srcs, nsrcs, count);
+    case DType::BFloat16: return reduce_dispatch<detail::bf16>(op, dst, copy_to, srcs, nsrcs, count);
+    case DType::Float32: return reduce_dispatch<float>(op, dst, copy_to, srcs, nsrcs, count);
+    case DType::Float64: return reduce_dispatch<double>(op, dst, copy_to, srcs, nsrcs, count);
     default: break;
   }
   throw std::invalid_argument(std::string("reduce_buffers: unsupported dtype/op: ") + dtype_name(dtype) +

@@ -69,6 +69,26 @@ TEST(ReduceBuffers, BoolAndAliasing) {
   EXPECT_EQ(c, (std::vector<float>{111, 222}));
 }
 
+TEST(ReduceBuffers, CopyToReceivesTheResult) {
+  // Spans several tiles, with a partial last one; the bf16 copy is the rounded value.
+  const size_t n = 5000;
+  std::vector<uint16_t> a(n), b(n), out(n), copy(n, 0xffff);
+  using openneuron::kernels::f32_to_bf16;
+  for (size_t i = 0; i < n; ++i) {
+    a[i] = f32_to_bf16(static_cast<float>(i % 100));
+    b[i] = f32_to_bf16(0.5f);
+  }
+  const void* srcs[] = {a.data(), b.data()};
+  reduce_buffers(DType::BFloat16, BufferReduce::Sum, out.data(), srcs, 2, n, copy.data());
+  EXPECT_EQ(out[n - 1], f32_to_bf16(static_cast<float>((n - 1) % 100) + 0.5f));
+  EXPECT_EQ(copy, out);
+  std::vector<uint8_t> x{0, 3, 0}, y{0, 0, 1}, bout(3), bcopy(3, 9);
+  const void* bsrcs[] = {x.data(), y.data()};
+  reduce_buffers(DType::Bool, BufferReduce::BitOr, bout.data(), bsrcs, 2, 3, bcopy.data());
+  EXPECT_EQ(bcopy, (std::vector<uint8_t>{0, 1, 1}));
+  EXPECT_EQ(bout, bcopy);
+}
+
 TEST(ReduceBuffers, Unsupported) {
   std::vector<float> f(4);
   const void* s[] = {f.data()};

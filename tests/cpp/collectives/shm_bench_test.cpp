@@ -7,6 +7,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "shm_test_util.h"
@@ -32,6 +33,8 @@ TEST(ShmBench, AllReduceBandwidth) {
     std::printf("memcpy 32 MiB (1 thread): %.2f GB/s\n", big / best / 1e9);
   }
   const int n = std::getenv("OPENNEURON_SHM_BENCH_RANKS") ? std::atoi(std::getenv("OPENNEURON_SHM_BENCH_RANKS")) : 2;
+  // As under torchrun: each rank's kernels get its share of the host cores.
+  setenv("LOCAL_WORLD_SIZE", std::to_string(n).c_str(), 0);
   auto body = [](RankContext& ctx) {
     auto comm = ShmCommunicator::create(ctx.rdv, ctx.options);
     for (size_t bytes : {size_t{4} << 10, size_t{64} << 10, size_t{1} << 20, size_t{32} << 20}) {

@@ -61,8 +61,10 @@ struct ShmOptions {
   int size = 1;
   std::chrono::milliseconds timeout{std::chrono::minutes(30)};
   // Bytes of each of the two staging buffers, and of each point-to-point ring.
-  // Tunable for tests (OPENNEURON_SHM_CHUNK_BYTES overrides chunk_bytes).
-  size_t chunk_bytes = size_t{4} << 20;
+  // A large message goes in rounds of chunk_bytes: at 1 MiB what a rank writes
+  // to staging is still in cache when the peers read it (larger rounds spill
+  // to memory and run slower). OPENNEURON_SHM_CHUNK_BYTES overrides it.
+  size_t chunk_bytes = size_t{1} << 20;
   size_t ring_bytes = size_t{1} << 20;
 };
 

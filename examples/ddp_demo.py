@@ -9,6 +9,7 @@ all_reduce's bandwidth on neuron against Gloo on CPU tensors in the same process
 from __future__ import annotations
 
 import copy
+import gc
 import time
 
 import torch
@@ -94,6 +95,12 @@ def main():
               f"{1e3 * single_s:.1f} ms in one process (whole batch, inside the same job)")
         print(f"  all_reduce of 32 MiB, bus bandwidth: neuron {neuron_bw:.2f} GB/s, "
               f"Gloo on CPU tensors {gloo_bw:.2f} GB/s ({neuron_bw / gloo_bw:.1f}x)")
+    # DDP holds the process group (in reference cycles): free it so that
+    # destroy_process_group stops Gloo's threads while Python is still up. A Gloo
+    # thread that outlives it drops its last tensor reference during interpreter
+    # shutdown and aborts the process (pytorch/pytorch#190489).
+    del ddp
+    gc.collect()
     dist.destroy_process_group()
 
 

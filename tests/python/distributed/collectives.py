@@ -14,7 +14,7 @@ import torch
 import torch.distributed as dist
 import torch.distributed._functional_collectives as fcol
 
-from common import RANK, WORLD_SIZE, assert_close, device
+from common import finish, RANK, WORLD_SIZE, assert_close, device
 
 INTS = [torch.uint8, torch.int8, torch.int32, torch.int64]
 FLOATS = [torch.float32, torch.bfloat16, torch.float16]
@@ -289,7 +289,7 @@ def main():
         check_work_and_streams()
     check_subgroups()
     check_bad_calls()
-    dist.destroy_process_group()
+    finish()
     print(f"rank {RANK}: all collectives match", flush=True)
 
 

@@ -73,3 +73,16 @@ def run_checks(checks):
         else:
             print(f"rank {RANK}: PASS {name}", flush=True)
     return ok
+
+
+def finish():
+    """destroy_process_group once the objects holding the group (DDP, FSDP, meshes, in
+    reference cycles) are freed, so that it stops Gloo's worker threads while Python is
+    still up: one that outlives it drops its last tensor reference during interpreter
+    shutdown and aborts the rank (pytorch/pytorch#190489)."""
+    import gc
+
+    import torch.distributed as dist
+
+    gc.collect()
+    dist.destroy_process_group()

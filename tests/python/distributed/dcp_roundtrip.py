@@ -27,7 +27,7 @@ from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import fully_shard
 
-from common import RANK, WORLD_SIZE, add_backend_args, init_training, run_checks
+from common import finish, RANK, WORLD_SIZE, add_backend_args, init_training, run_checks
 from train_fsdp2 import TinyLM, batch, loss_fn, make_opt
 
 
@@ -148,7 +148,7 @@ def main():
     else:
         checks = [("dcp_load", lambda: load_phase(dev, args.dir))]
     ok = run_checks(checks)
-    dist.destroy_process_group()
+    finish()
     sys.exit(0 if ok else 1)
 
 

@@ -23,7 +23,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from common import RANK, WORLD_SIZE, add_backend_args, assert_close, init_training, run_checks
+from common import finish, RANK, WORLD_SIZE, add_backend_args, assert_close, init_training, run_checks
 
 STEPS = 10
 GLOBAL_BATCH = 16  # 4 ranks x 4 samples
@@ -116,7 +116,7 @@ def main():
 
     ok = run_checks([("hosts", check_hosts), ("transport", check_transport),
                      ("same_host", check_same_host), ("ddp", lambda: check_ddp(dev))])
-    dist.destroy_process_group()
+    finish()
     sys.exit(0 if ok else 1)
 
 

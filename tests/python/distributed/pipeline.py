@@ -20,7 +20,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.distributed.pipelining import PipelineStage, ScheduleGPipe
 
-from common import RANK, WORLD_SIZE, add_backend_args, assert_close, init_training, run_checks
+from common import finish, RANK, WORLD_SIZE, add_backend_args, assert_close, init_training, run_checks
 
 DIM, BATCH, MICRO, STEPS = 16, 8, 4, 3
 TOL = dict(rtol=1e-5, atol=1e-5)
@@ -83,7 +83,7 @@ def main():
     args = parser.parse_args()
     dev = init_training(args)
     ok = run_checks([("gpipe", lambda: check(dev))])
-    dist.destroy_process_group()
+    finish()
     sys.exit(0 if ok else 1)
 
 

@@ -23,7 +23,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from common import RANK, WORLD_SIZE, add_backend_args, assert_close, init_training, run_checks
+from common import finish, RANK, WORLD_SIZE, add_backend_args, assert_close, init_training, run_checks
 
 STEPS = 10
 GLOBAL_BATCH = 12  # divisible by 2 and 3 (and by 2 micro-batches per rank)
@@ -166,7 +166,7 @@ def main():
         backend = dist.get_backend()
         assert "neuron" in backend, f"rank {RANK}: backend {backend!r}"
     ok = run_checks([(m, lambda m=m: check(dev, m)) for m in args.modes.split(",")])
-    dist.destroy_process_group()
+    finish()
     sys.exit(0 if ok else 1)
 
 

@@ -37,7 +37,7 @@ from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 from torch.distributed.tensor import DTensor
 
-from common import RANK, WORLD_SIZE, add_backend_args, assert_close, init_training, run_checks
+from common import finish, RANK, WORLD_SIZE, add_backend_args, assert_close, init_training, run_checks
 
 STEPS = 10
 VOCAB, DIM, SEQ, GLOBAL_BATCH = 32, 16, 8, 4
@@ -183,7 +183,7 @@ def main():
         bf16, reshard = m.startswith("bf16"), not m.endswith("no_reshard")
         checks.append((m, lambda bf16=bf16, reshard=reshard: check(dev, bf16, reshard)))
     ok = run_checks(checks)
-    dist.destroy_process_group()
+    finish()
     sys.exit(0 if ok else 1)
 
 

@@ -26,7 +26,7 @@ from torch.distributed.tensor import DTensor, Replicate, Shard
 from torch.distributed.tensor.parallel import (ColwiseParallel, PrepareModuleInput, RowwiseParallel,
                                                SequenceParallel, parallelize_module)
 
-from common import RANK, WORLD_SIZE, add_backend_args, assert_close, init_training, run_checks
+from common import finish, RANK, WORLD_SIZE, add_backend_args, assert_close, init_training, run_checks
 
 DIM, HIDDEN, HEADS, SEQ, BATCH = 16, 32, 4, 8, 4
 STEPS = 3
@@ -150,7 +150,7 @@ def main():
         mesh = init_device_mesh(dev.type, (2, 2), mesh_dim_names=("dp", "tp"))
     ok = run_checks([(f"{args.mesh}_{c}", lambda c=c: check_case(dev, c, mesh))
                      for c in args.cases.split(",")])
-    dist.destroy_process_group()
+    finish()
     sys.exit(0 if ok else 1)
 
 

@@ -64,8 +64,15 @@ std::shared_ptr<const Program> compile(const Graph& graph) {
   std::vector<Ref> refs(nv);
   std::vector<char> is_launch(nv, 0), defined(nv, 0);
   int32_t slot = 0;
+  // Bases of views are written and read through their views, in node order:
+  // the once-only definition checks below apply to the other values.
+  std::vector<char> buffer(nv, 0);
+  for (int v = 0; v < nv; ++v) {
+    if (graph.is_view(v)) buffer[v] = buffer[graph.views()[v].base] = 1;
+  }
   for (ValueId v : graph.inputs()) {
     check_id(v, "input");
+    if (graph.is_view(v)) graph_error("input value " + std::to_string(v) + " is a view");
     if (is_launch[v]) graph_error("value " + std::to_string(v) + " is listed twice as an input");
     is_launch[v] = 1;
     defined[v] = 1;
@@ -81,6 +88,7 @@ std::shared_ptr<const Program> compile(const Graph& graph) {
   for (ValueId v : graph.outputs()) {
     check_id(v, "output");
     if (values[v].kind != ValueKind::Tensor) graph_error("output value " + std::to_string(v) + " must be a tensor");
+    if (graph.is_view(v)) graph_error("output value " + std::to_string(v) + " is a view");
     if (is_launch[v]) {
       ++slot;  // the caller still passes it; reads and writes use the first slot
       continue;
@@ -97,13 +105,13 @@ std::shared_ptr<const Program> compile(const Graph& graph) {
     const Node& n = graph.nodes()[i];
     for (ValueId v : n.inputs) {
       check_id(v, op_name(n.op));
-      if (!defined[v])
+      if (!defined[v] && !buffer[v])
         graph_error(std::string(op_name(n.op)) + " (node " + std::to_string(i) + ") reads value " +
                     std::to_string(v) + " before it is defined");
     }
     for (ValueId v : n.outputs) {
       check_id(v, op_name(n.op));
-      if (defined[v])
+      if (defined[v] && !buffer[v])
         graph_error(std::string(op_name(n.op)) + " (node " + std::to_string(i) +
                     ") writes value " + std::to_string(v) + " which is already defined");
       if (values[v].kind != ValueKind::Tensor)
@@ -112,7 +120,7 @@ std::shared_ptr<const Program> compile(const Graph& graph) {
     }
   }
   for (ValueId v : graph.outputs())
-    if (!defined[v]) graph_error("output " + std::to_string(v) + " is never written");
+    if (!defined[v] && !buffer[v]) graph_error("output " + std::to_string(v) + " is never written");
 
   for (const ValueType& t : values) {
     if (t.kind != ValueKind::Tensor) continue;
@@ -130,6 +138,16 @@ std::shared_ptr<const Program> compile(const Graph& graph) {
     r.kind = ValueKind::Tensor;
     r.slot = scratch_slot;
     r.offset = plan.offset[v];
+    r.type = values[v].tensor;
+  }
+  for (int v = 0; v < nv; ++v) {
+    if (!graph.is_view(v)) continue;
+    const ViewOf& view = graph.views()[v];
+    Ref& r = refs[v];
+    r = refs[view.base];
+    if (!r.is_tensor()) graph_error("view " + std::to_string(v) + " of value " + std::to_string(view.base) +
+                                    ", which is neither an argument nor read or written by a node");
+    r.offset += view.offset;
     r.type = values[v].tensor;
   }
 

@@ -2,6 +2,7 @@
 #include "openneuron/compiler/graph.h"
 
 #include <stdexcept>
+#include <string>
 
 namespace openneuron::compiler {
 
@@ -25,6 +26,19 @@ ValueId Graph::add_input(const ValueType& type) {
 ValueId Graph::add_value(const ValueType& type) {
   values_.push_back(type);
   return static_cast<ValueId>(values_.size() - 1);
+}
+
+ValueId Graph::add_view(ValueId base, const TensorType& type, int64_t byte_offset) {
+  if (base < 0 || static_cast<size_t>(base) >= values_.size() || is_view(base) ||
+      values_[base].kind != ValueKind::Tensor) {
+    throw std::invalid_argument("Graph::add_view: base " + std::to_string(base) +
+                                " is not a tensor value that is not itself a view");
+  }
+  if (byte_offset < 0) throw std::invalid_argument("Graph::add_view: negative offset");
+  const ValueId id = add_value(ValueType::of(type));
+  views_.resize(values_.size());
+  views_[id] = ViewOf{base, byte_offset};
+  return id;
 }
 
 void Graph::add_node(Op op, std::vector<ValueId> inputs, std::vector<ValueId> outputs,

@@ -1,6 +1,7 @@
 // Scratch placement of graph intermediates: each lives from the node that
-// writes it to its last reader; first-fit reuse of freed ranges, 64-byte
-// aligned offsets.
+// writes it to its last reader (for a base of views: from the first node that
+// touches it through any view to the last); first-fit reuse of freed ranges,
+// 64-byte aligned offsets.
 #include <algorithm>
 
 #include "lowering.h"
@@ -15,10 +16,15 @@ MemoryPlan plan_memory(const Graph& g, const std::vector<char>& is_launch) {
   std::vector<int> def(nv, -1), last(nv, -1);
   const auto& nodes = g.nodes();
   for (int i = 0; i < static_cast<int>(nodes.size()); ++i) {
-    for (ValueId v : nodes[i].inputs) last[v] = i;
+    for (ValueId v : nodes[i].inputs) {
+      const ValueId b = g.storage_of(v);
+      if (def[b] < 0 && b != v) def[b] = i;  // a buffer first touched by a read
+      last[b] = i;
+    }
     for (ValueId v : nodes[i].outputs) {
-      if (def[v] < 0) def[v] = i;
-      if (last[v] < i) last[v] = i;  // written but never read: still needs space
+      const ValueId b = g.storage_of(v);
+      if (def[b] < 0) def[b] = i;
+      if (last[b] < i) last[b] = i;  // written but never read: still needs space
     }
   }
   struct Block {
@@ -31,8 +37,18 @@ MemoryPlan plan_memory(const Graph& g, const std::vector<char>& is_launch) {
     // inputs stay live while it writes its outputs.
     live.erase(std::remove_if(live.begin(), live.end(), [&](const Block& b) { return b.last < i; }),
                live.end());
-    for (ValueId v : nodes[i].outputs) {
-      if (is_launch[v] || def[v] != i || values[v].kind != ValueKind::Tensor) continue;
+    std::vector<ValueId> starting;
+    for (const auto* list : {&nodes[i].inputs, &nodes[i].outputs}) {
+      for (ValueId v : *list) {
+        const ValueId b = g.storage_of(v);
+        if (def[b] == i && plan.offset[b] < 0 &&
+            std::find(starting.begin(), starting.end(), b) == starting.end()) {
+          starting.push_back(b);
+        }
+      }
+    }
+    for (ValueId v : starting) {
+      if (is_launch[v] || values[v].kind != ValueKind::Tensor) continue;
       const uint64_t size = align_up(std::max<uint64_t>(storage_bytes(values[v].tensor), 1));
       std::sort(live.begin(), live.end(),
                 [](const Block& a, const Block& b) { return a.offset < b.offset; });

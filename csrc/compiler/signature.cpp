@@ -49,6 +49,12 @@ std::string Graph::signature() const {
     put_u(s, n.attrs.size());
     for (int64_t a : n.attrs) put_i(s, a);
   }
+  // Views last: graphs without any (every eager op) pay one byte.
+  put_u(s, views_.size());
+  for (const ViewOf& v : views_) {
+    put_i(s, v.base);
+    if (v.base >= 0) put_u(s, static_cast<uint64_t>(v.offset));
+  }
   return s;
 }
 

@@ -290,14 +290,28 @@ struct Node {
   std::vector<int64_t> attrs;
 };
 
+// Where a view value's elements live: `offset` bytes into the storage of `base`.
+struct ViewOf {
+  ValueId base = -1;  // -1: not a view
+  int64_t offset = 0;
+};
+
 // Values are numbered in creation order. Graph inputs and outputs are the
 // program's launch arguments, in this order: inputs, then outputs (then the
 // scratch buffer, if the compiled program needs one). Values that are neither
 // are intermediates, placed in the scratch buffer by the compiler.
+//
+// A view is a tensor value with its own sizes and strides over the memory of a
+// base value (a launch argument or an intermediate, never another view). Nodes
+// read and write a base through its views in node order, so one base may be
+// written by several nodes: this is how a captured eager program (in-place ops,
+// outputs written into slices of one buffer) is expressed. A base's memory is
+// live from the first node that touches it or one of its views to the last.
 class Graph {
  public:
   ValueId add_input(const ValueType& type);
   ValueId add_value(const ValueType& type);  // intermediate or output
+  ValueId add_view(ValueId base, const TensorType& type, int64_t byte_offset);
   void add_node(Op op, std::vector<ValueId> inputs, std::vector<ValueId> outputs,
                 std::vector<int64_t> attrs = {});
   void mark_output(ValueId v);
@@ -311,6 +325,13 @@ class Graph {
   const std::vector<ValueId>& inputs() const { return inputs_; }
   const std::vector<ValueId>& outputs() const { return outputs_; }
   const std::vector<Node>& nodes() const { return nodes_; }
+  // views()[v].base >= 0 for views; empty when the graph has none.
+  const std::vector<ViewOf>& views() const { return views_; }
+  bool is_view(ValueId v) const {
+    return static_cast<size_t>(v) < views_.size() && views_[v].base >= 0;
+  }
+  // The value holding v's memory: its base for a view, else v.
+  ValueId storage_of(ValueId v) const { return is_view(v) ? views_[v].base : v; }
 
   // Canonical byte encoding of everything that affects the compiled program;
   // the program cache key.
@@ -321,6 +342,7 @@ class Graph {
   std::vector<ValueId> inputs_;
   std::vector<ValueId> outputs_;
   std::vector<Node> nodes_;
+  std::vector<ViewOf> views_;
 };
 
 }  // namespace openneuron::compiler

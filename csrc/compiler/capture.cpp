@@ -25,7 +25,8 @@ int CaptureBuilder::add_input_storage(const void* base, uint64_t nbytes) {
   }
   const int storage = num_storages_++;
   slots_.push_back(InputSlot{storage, {}});
-  buffers_.push_back(Buffer{graph_.add_input(ValueType::of(byte_buffer(nbytes))), nbytes, storage, -1});
+  buffers_.push_back(
+      Buffer{graph_.add_input(ValueType::of(byte_buffer(nbytes))), nbytes, storage, -1});
   live_[key] = static_cast<int>(buffers_.size() - 1);
   return storage;
 }
@@ -140,6 +141,8 @@ void CaptureBuilder::record(const Graph& g, const onrt_arg* args, int n) {
 void CaptureBuilder::fail(const std::string& reason) {
   if (failure_.empty()) failure_ = reason.empty() ? "unknown" : reason;
 }
+
+uint64_t CaptureBuilder::extent_bytes(const TensorType& t) { return detail::storage_bytes(t); }
 
 CaptureBuilder::Location CaptureBuilder::locate_output(const void* ptr, uint64_t extent) {
   if (extent == 0 || ptr == nullptr) return {};

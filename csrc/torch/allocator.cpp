@@ -5,11 +5,14 @@
 #include <c10/util/Exception.h>
 
 #include "bridge.h"
+#include "graph_capture.h"
+#include "openneuron/compiler/capture.h"
 
 namespace openneuron::bridge {
 namespace {
 
 void free_block(void* ptr) {
+  if (compiler::CaptureBuilder* capture = active_capture()) capture->on_free(ptr);
   // Deleters must not throw; a failed free can only mean a corrupted pointer.
   if (onrt_free(ptr) != ONRT_OK) {
     TORCH_WARN("neuron: freeing ", ptr, " failed: ", onrt_last_error());
@@ -39,6 +42,7 @@ class NeuronAllocator final : public c10::DeviceAllocator {
     void* ptr = nullptr;
     if (nbytes > 0) {
       ONRT_CHECK(onrt_malloc(dev, nbytes, current_runtime_stream(dev), &ptr));
+      if (compiler::CaptureBuilder* capture = active_capture()) capture->on_alloc(ptr, nbytes);
     }
     return {ptr, ptr, &free_block, c10::Device(c10::DeviceType::PrivateUse1, dev)};
   }
@@ -46,6 +50,7 @@ class NeuronAllocator final : public c10::DeviceAllocator {
   c10::DeleterFnPtr raw_deleter() const override { return &free_block; }
 
   void copy_data(void* dest, const void* src, std::size_t count) const override {
+    capture_unsupported("a storage copy");
     ONRT_CHECK(onrt_memcpy(dest, src, count, ONRT_COPY_DEVICE_TO_DEVICE,
                            current_runtime_stream(current_device())));
   }

@@ -12,6 +12,7 @@
 
 #include "bridge.h"
 #include "generator.h"
+#include "graph_capture.h"
 
 namespace openneuron::bridge {
 
@@ -335,6 +336,7 @@ void resize_storage_bytes(const c10::Storage& storage, size_t new_bytes) {
   c10::DataPtr fresh = impl->allocator()->allocate(new_bytes);
   const size_t keep = std::min(old_bytes, new_bytes);
   if (keep > 0) {
+    capture_unsupported("a storage resize that keeps its contents");
     ONRT_CHECK(onrt_memcpy_async(fresh.get(), impl->data(), keep, ONRT_COPY_DEVICE_TO_DEVICE,
                                  current_runtime_stream(fresh.device().index())));
   }

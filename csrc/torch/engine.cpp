@@ -8,7 +8,9 @@
 #include <atomic>
 
 #include "bridge.h"
+#include "graph_capture.h"
 #include "op_checks.h"
+#include "openneuron/compiler/capture.h"
 #include "openneuron/compiler/compiler.h"
 
 namespace openneuron::bridge {
@@ -104,6 +106,7 @@ void launch_graph(const compiler::Graph& graph, onrt_arg* args, int n, c10::Devi
     TORCH_CHECK_NOT_IMPLEMENTED(false, "neuron compiler: ", e.what());
   }
   if (device < 0) device = current_device();
+  if (compiler::CaptureBuilder* capture = active_capture()) capture->record(graph, args, n);
   // Freed (stream-ordered) when this returns: the launch is queued before it.
   at::Tensor scratch;
   if (program->scratch_bytes > 0) {
@@ -169,6 +172,7 @@ void ProgramBuilder::run() {
 std::pair<Operand, Operand> reserve_philox(c10::Device device,
                                            const std::optional<at::Generator>& gen, compiler::Op op,
                                            std::initializer_list<int64_t> dims) {
+  capture_unsupported("random numbers (each call draws new ones)");
   int64_t increment = 0;
   try {
     increment = compiler::philox_offset_increment(op, dims);

@@ -18,6 +18,7 @@
 #include <string>
 
 #include "bridge.h"
+#include "graph_capture.h"
 
 namespace openneuron::bridge {
 namespace {
@@ -35,6 +36,7 @@ FallbackMode fallback_mode() {
 
 void neuron_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   if (try_host_library_kernel(op, stack)) return;
+  capture_unsupported("the CPU fallback");
   const std::string name = op_name(op);
   const FallbackMode mode = fallback_mode();
   TORCH_CHECK_NOT_IMPLEMENTED(mode != FallbackMode::Error, name,
@@ -42,7 +44,8 @@ void neuron_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack
                               "running it on the CPU");
   const bool first = fallback_calls().add(name);
   if (first && mode == FallbackMode::Warn) {
-    TORCH_WARN(name, " has no native neuron kernel; running it on the CPU (inputs copied to the "
+    TORCH_WARN(name,
+               " has no native neuron kernel; running it on the CPU (inputs copied to the "
                "host and results back). See openneuron.fallback_stats().");
   }
   at::native::cpu_fallback(op, stack);
@@ -93,9 +96,7 @@ TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
 }  // namespace openneuron::bridge
 
 // Autocast for device_type="neuron": the same op lists as CUDA's.
-TORCH_LIBRARY_IMPL(_, AutocastPrivateUse1, m) {
-  m.fallback(torch::CppFunction::makeFallthrough());
-}
+TORCH_LIBRARY_IMPL(_, AutocastPrivateUse1, m) { m.fallback(torch::CppFunction::makeFallthrough()); }
 
 // Inside at::autocast: PyTorch's op-list macros name its types unqualified.
 namespace at::autocast {

@@ -30,6 +30,7 @@
 #include <string_view>
 
 #include "bridge.h"
+#include "graph_capture.h"
 #include "native_ops.h"
 
 namespace openneuron::bridge {
@@ -294,6 +295,7 @@ void host_copy(const at::Tensor& dst, const at::Tensor& src) {
   TORCH_CHECK_NOT_IMPLEMENTED(host_mapped(index), "neuron: no device copy from ", src.scalar_type(),
                               " to ", dst.scalar_type(), " and the host cannot address ",
                               dst.device(), "'s memory");
+  capture_unsupported("a copy the device cannot convert (run on the host)");
   ONRT_CHECK(onrt_stream_synchronize(current_runtime_stream(index)));
   host_alias(dst).copy_(host_alias(src));
 }
@@ -335,6 +337,7 @@ bool try_host_library_kernel(const c10::OperatorHandle& op, torch::jit::Stack* s
     const int64_t channels = transposed ? weight.size(1) * groups : weight.size(0);
     args.insert(args.begin() + 3, c10::IValue(std::vector<int64_t>{channels}));
   }
+  capture_unsupported("a host library kernel (PyTorch's CPU kernel on device memory)");
   ONRT_CHECK(onrt_stream_synchronize(current_runtime_stream(call.device())));
   target->redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &args);
   call.write_back();

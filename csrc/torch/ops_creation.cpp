@@ -13,6 +13,7 @@
 #include <ATen/ops/view_as_real_native.h>
 #include <ATen/ops/view_native.h>
 
+#include "graph_capture.h"
 #include "op_helpers.h"
 
 namespace openneuron::bridge {
@@ -143,6 +144,7 @@ bool is_dense_contiguous(const at::Tensor& t) { return t.is_contiguous() && !t.i
 // user host memory are synchronous (onrt_memcpy waits), like CUDA's pageable
 // copies.
 void host_to_device(const at::Tensor& dst, const at::Tensor& src) {
+  capture_unsupported("a copy from the host");
   at::Tensor host = src.to(dst.scalar_type()).expand(dst.sizes()).contiguous();
   host = host.resolve_conj().resolve_neg();
   const c10::DeviceIndex dev = dst.device().index();
@@ -154,6 +156,7 @@ void host_to_device(const at::Tensor& dst, const at::Tensor& src) {
 }
 
 void device_to_host(const at::Tensor& dst, const at::Tensor& src) {
+  capture_unsupported("a copy to the host");
   const c10::DeviceIndex dev = src.device().index();
   at::Tensor dense = is_dense_contiguous(src) ? src : [&] {
     at::Tensor t = empty_device(src.sizes(), src.scalar_type(), src.device());
@@ -174,6 +177,7 @@ void device_to_device(const at::Tensor& dst, const at::Tensor& src) {
     return;
   }
   // Across cores: densify on the source core, move bytes, lay out on the target.
+  capture_unsupported("a copy between devices");
   at::Tensor dense = src.to(dst.scalar_type()).expand(dst.sizes()).contiguous();
   at::Tensor target =
       is_dense_contiguous(dst) ? dst : empty_device(dst.sizes(), dst.scalar_type(), dst.device());
@@ -229,6 +233,7 @@ at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
 at::Scalar local_scalar_dense(const at::Tensor& self) {
   TORCH_CHECK(self.numel() == 1, "a Tensor with ", self.numel(),
               " elements cannot be converted to Scalar");
+  capture_unsupported("a device value read on the host (.item())");
   at::Tensor host = at::empty({}, self.options().device(at::kCPU));
   ONRT_CHECK(onrt_memcpy(host.data_ptr(), self.const_data_ptr(), self.element_size(),
                          ONRT_COPY_DEVICE_TO_HOST, current_runtime_stream(self.device().index())));

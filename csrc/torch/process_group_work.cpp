@@ -10,6 +10,7 @@
 #include <cstdio>
 
 #include "bridge.h"
+#include "graph_capture.h"
 #include "process_group.h"
 
 namespace openneuron::bridge {
@@ -78,9 +79,7 @@ NeuronWork::NeuronWork(int rank, c10d::OpType type, std::string description, uin
 
 NeuronWork::~NeuronWork() { onrt_event_destroy(done_); }
 
-bool NeuronWork::isCompleted() {
-  return state_->done() && onrt_event_query(done_) == ONRT_OK;
-}
+bool NeuronWork::isCompleted() { return state_->done() && onrt_event_query(done_) == ONRT_OK; }
 
 bool NeuronWork::isSuccess() const { return state_->done() && state_->error().empty(); }
 
@@ -93,9 +92,7 @@ std::exception_ptr NeuronWork::exception() const {
   }
 }
 
-void NeuronWork::raise_failure() const {
-  C10_THROW_ERROR(DistBackendError, state_->error());
-}
+void NeuronWork::raise_failure() const { C10_THROW_ERROR(DistBackendError, state_->error()); }
 
 std::vector<at::Tensor> NeuronWork::result() { return outputs_; }
 
@@ -190,6 +187,7 @@ onrt_stream_t NeuronBackend::lane_stream(c10::DeviceIndex device, Lane lane) {
 }
 
 c10::intrusive_ptr<c10d::Work> NeuronBackend::enqueue(Call call) {
+  capture_unsupported("a collective");
   check_usable(call.name);
   ensure_initialized();
   const uint64_t seq = ++seq_;
@@ -207,10 +205,11 @@ c10::intrusive_ptr<c10d::Work> NeuronBackend::enqueue(Call call) {
 
   auto state = std::make_shared<WorkState>();
   // The transport's messages carry the collective's number within the group.
-  std::string description = std::string(call.name) + " on rank " + std::to_string(rank_) +
-                            " of " + std::to_string(size_);
-  auto* job = new Job{this, std::move(call.body), std::move(call.keep), state, description,
-                      [this](const std::string& error) { fail(error); }};
+  std::string description =
+      std::string(call.name) + " on rank " + std::to_string(rank_) + " of " + std::to_string(size_);
+  auto* job =
+      new Job{this,  std::move(call.body), std::move(call.keep),
+              state, description,          [this](const std::string& error) { fail(error); }};
   st = onrt_launch_host_fn(lane, call.name, run_job, job);
   if (st != ONRT_OK) {
     delete job;
@@ -224,8 +223,8 @@ c10::intrusive_ptr<c10d::Work> NeuronBackend::enqueue(Call call) {
     if (call.epilogue) call.epilogue();
     // Marked complete on the lane: its users (DDP's reducer, FSDP) wait through
     // the Future's event, which orders their stream after the collective.
-    future = c10::make_intrusive<c10::ivalue::Future>(
-        c10::ListType::create(c10::TensorType::get()), std::vector<c10::Device>{call.device});
+    future = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()),
+                                                      std::vector<c10::Device>{call.device});
     future->markCompleted(c10::IValue(call.outputs));
   }
   onrt_event_t done = nullptr;
@@ -235,19 +234,18 @@ c10::intrusive_ptr<c10d::Work> NeuronBackend::enqueue(Call call) {
     onrt_event_destroy(done);
     raise_status(st, "onrt_event_record");
   }
-  return c10::make_intrusive<NeuronWork>(rank_, call.type, std::move(description), seq,
-                                         call.device, std::move(state), done,
-                                         std::move(call.outputs), call.blocking,
-                                         std::move(future));
+  return c10::make_intrusive<NeuronWork>(rank_, call.type, std::move(description), seq, call.device,
+                                         std::move(state), done, std::move(call.outputs),
+                                         call.blocking, std::move(future));
 }
 
 void NeuronBackend::check_usable(const char* name) const {
   if (!failed_.load(std::memory_order_acquire)) return;
   std::lock_guard<std::mutex> lock(mutex_);
-  C10_THROW_ERROR(DistBackendError,
-                  std::string(name) + ": the neuron process group failed earlier and cannot be "
-                                      "used again (destroy it and create a new one): " +
-                      error_);
+  C10_THROW_ERROR(DistBackendError, std::string(name) +
+                                        ": the neuron process group failed earlier and cannot be "
+                                        "used again (destroy it and create a new one): " +
+                                        error_);
 }
 
 void NeuronBackend::fail(const std::string& message) {

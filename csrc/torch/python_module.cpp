@@ -18,7 +18,8 @@ using namespace openneuron;
 using namespace openneuron::bridge;
 
 namespace openneuron::bridge {
-void bind_distributed(py::module_& m);  // process_group.cpp
+void bind_distributed(py::module_& m);   // process_group.cpp
+void bind_graph_capture(py::module_& m);  // graph_capture.cpp
 }  // namespace openneuron::bridge
 
 namespace {
@@ -78,6 +79,7 @@ PYBIND11_MODULE(_C, m) {
   });
   m.def("init", [] { ensure_initialized(); });
   bind_distributed(m);
+  bind_graph_capture(m);
   m.def("is_initialized", [] { return static_cast<bool>(onrt_is_initialized()); });
   m.def("in_bad_fork", [] { return static_cast<bool>(onrt_in_bad_fork()); });
   m.def("device_count", [] { return device_count(); });

@@ -1,5 +1,6 @@
 """The `neuron` TorchDynamo backend: Dynamo graph -> AOTAutograd (forward and backward
-graphs of ATen ops) -> lowering check -> execution through the neuron lowerings."""
+graphs of ATen ops) -> lowering check -> the first call through the neuron lowerings, op by
+op and recorded; later calls as one program (whole_graph.py)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import torch
 import torch.fx
 
 from . import graph_check, metrics
+from .whole_graph import WholeGraph
 
 # Options of torch.compile(backend="neuron", options={...}).
 _OPTIONS = ("fallback_execution",)
@@ -90,7 +92,7 @@ def _graph_compiler(kind: str, fallback: bool) -> Callable:
         metrics.record_compile(kind, graph_check.count_ops(gm),
                                0.0 if nested else time.perf_counter() - start,
                                library_ops=len(graph_check.library_ops(gm)))
-        return make_boxed_func(_watch_first_call(gm.forward, kind, bool(missing)))
+        return make_boxed_func(_watch_first_call(WholeGraph(gm.forward, kind), kind, bool(missing)))
 
     return compile_graph
 

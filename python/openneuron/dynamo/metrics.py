@@ -9,6 +9,7 @@ _lock = threading.Lock()
 _counts: Counter[str] = Counter()
 _seconds = 0.0
 _ops_without_lowering: Counter[str] = Counter()
+_capture_failures: Counter[str] = Counter()
 
 
 def record_compile(kind: str, num_ops: int, seconds: float, library_ops: int = 0) -> None:
@@ -30,16 +31,41 @@ def record_fallback_graph(ops: list[str]) -> None:
         _ops_without_lowering.update(ops)
 
 
+def record_whole_graph(kind: str, launches: int, instructions: int) -> None:
+    """A graph recorded as one program: `launches` eager launches became one."""
+    with _lock:
+        _counts["whole_graph_programs"] += 1
+        _counts["recorded_launches"] += launches
+        _counts["program_instructions"] += instructions
+
+
+def record_capture_failure(kind: str, reason: str) -> None:
+    """A graph that keeps running op by op, and why."""
+    with _lock:
+        _counts["op_by_op_graphs"] += 1
+        _capture_failures[f"{kind}: {reason}"] += 1
+
+
+def record_graph_call(whole: bool) -> None:
+    with _lock:
+        _counts["whole_graph_calls" if whole else "op_by_op_calls"] += 1
+
+
 def get_dynamo_metrics() -> dict:
     """Graphs compiled since start (or the last reset), by kind; ATen ops in them (and how
     many of those run through the host library); seconds spent in the backend; graphs run
-    with ops lacking a native lowering, and those ops."""
+    with ops lacking a native lowering, and those ops. Whole-graph programs: graphs recorded
+    as one program (and the eager launches and instructions in them), graphs left op by op
+    with the reasons (`capture_failures`), and calls of each kind."""
     with _lock:
         out = {k: _counts.get(k, 0) for k in (
             "dynamo_graphs", "forward_graphs", "backward_graphs", "inference_graphs",
-            "graph_ops", "graph_library_ops", "fallback_graphs")}
+            "graph_ops", "graph_library_ops", "fallback_graphs", "whole_graph_programs",
+            "recorded_launches", "program_instructions", "op_by_op_graphs",
+            "whole_graph_calls", "op_by_op_calls")}
         out["compile_seconds"] = _seconds
         out["ops_without_lowering"] = dict(_ops_without_lowering)
+        out["capture_failures"] = dict(_capture_failures)
         return out
 
 
@@ -48,4 +74,5 @@ def reset_dynamo_metrics() -> None:
     with _lock:
         _counts.clear()
         _ops_without_lowering.clear()
+        _capture_failures.clear()
         _seconds = 0.0

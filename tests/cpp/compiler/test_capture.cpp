@@ -30,9 +30,11 @@ void eager(CaptureBuilder& cap, Op op, const std::vector<ValueType>& types, int 
 }
 
 // Replays the captured graph: input storages from `storages`, fresh output buffers.
-std::vector<std::vector<char>> replay(const CaptureBuilder& cap, const std::vector<void*>& storages) {
+std::vector<std::vector<char>> replay(const CaptureBuilder& cap,
+                                      const std::vector<void*>& storages) {
   std::vector<onrt_arg> args;
-  for (const auto& s : cap.input_slots()) args.push_back(s.storage >= 0 ? ptr_arg(storages[s.storage]) : s.constant);
+  for (const auto& s : cap.input_slots())
+    args.push_back(s.storage >= 0 ? ptr_arg(storages[s.storage]) : s.constant);
   std::vector<std::vector<char>> outs;
   for (uint64_t n : cap.output_bytes()) outs.emplace_back(n, '\x7f');
   for (auto& o : outs) args.push_back(ptr_arg(o.data()));
@@ -54,9 +56,11 @@ TEST(Capture, InPlaceOpsAndSlicesReplayOnNewInputs) {
   eager(cap, Op::Neg, {T, T}, 1, {ptr_arg(x.data()), ptr_arg(buf.data())});
   eager(cap, Op::Add, {T, T, ValueType::scalar_float(), T}, 3,
         {ptr_arg(x.data()), ptr_arg(buf.data()), float_arg(2.0), ptr_arg(tmp.data())});
-  eager(cap, Op::Mul, {T, T, T}, 2, {ptr_arg(tmp.data()), ptr_arg(x.data()), ptr_arg(buf.data() + n)});
+  eager(cap, Op::Mul, {T, T, T}, 2,
+        {ptr_arg(tmp.data()), ptr_arg(x.data()), ptr_arg(buf.data() + n)});
   cap.on_free(tmp.data());
-  eager(cap, Op::Mul, {T, T, T}, 2, {ptr_arg(buf.data()), ptr_arg(buf.data() + n), ptr_arg(buf.data())});
+  eager(cap, Op::Mul, {T, T, T}, 2,
+        {ptr_arg(buf.data()), ptr_arg(buf.data() + n), ptr_arg(buf.data())});
   const auto where = cap.locate_output(buf.data() + n, sizeof(float) * n);
   ASSERT_FALSE(cap.failed()) << cap.failure();
   EXPECT_EQ(where.kind, CaptureBuilder::Location::Output);
@@ -157,7 +161,8 @@ TEST(Capture, RandomProgramsOverReusedMemoryReplayExactly) {
     std::fill(arena.begin(), arena.end(), -1e9f);
     auto outs = replay(cap, {input2.data()});
     const float* got = reinterpret_cast<const float*>(outs[where.index].data() + where.offset);
-    for (int64_t i = 0; i < len; ++i) ASSERT_EQ(got[i], want[i]) << "trial " << trial << " element " << i;
+    for (int64_t i = 0; i < len; ++i)
+      ASSERT_EQ(got[i], want[i]) << "trial " << trial << " element " << i;
   }
 }
 

@@ -53,6 +53,8 @@ class CaptureBuilder {
   // buffer of the graph. Fails the capture (and returns Empty) when no buffer
   // holds it. extent 0 (an empty tensor) is always Empty.
   Location locate_output(const void* ptr, uint64_t extent);
+  // Bytes from a tensor's first element to one past its last (0 if empty).
+  static uint64_t extent_bytes(const TensorType& t);
 
   const Graph& graph() const { return graph_; }
   const std::vector<InputSlot>& input_slots() const { return slots_; }

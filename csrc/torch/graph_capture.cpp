@@ -1,0 +1,219 @@
+// Whole-graph programs for torch.compile(backend="neuron"): the first run of a
+// compiled graph executes op by op as in eager mode while every launch is
+// recorded (compiler::CaptureBuilder); the recording compiles to one program,
+// and later calls with inputs of the same layout launch that program once.
+#include "graph_capture.h"
+
+#include <ATen/ATen.h>
+#include <c10/core/DeviceGuard.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+#include <torch/csrc/utils/pybind.h>
+
+#include <memory>
+#include <optional>
+
+#include "bridge.h"
+#include "engine.h"
+#include "openneuron/compiler/capture.h"
+#include "openneuron/compiler/compiler.h"
+
+namespace py = pybind11;
+
+namespace openneuron::bridge {
+namespace {
+
+// What a replay checks of each input: the layout the program was recorded for.
+struct InputGuard {
+  int storage = -1;  // -1: an empty storage (nothing to pass)
+  c10::ScalarType dtype;
+  std::vector<int64_t> sizes, strides;
+  int64_t storage_offset = 0;
+  uint64_t nbytes = 0;
+};
+
+struct OutputSpec {
+  compiler::CaptureBuilder::Location where;
+  c10::ScalarType dtype;
+  std::vector<int64_t> sizes, strides;
+};
+
+struct Capture {
+  compiler::CaptureBuilder builder;
+  c10::DeviceIndex device = -1;
+  std::vector<InputGuard> guards;
+};
+
+thread_local Capture* tls_capture = nullptr;
+
+class CapturedGraph {
+ public:
+  std::shared_ptr<const compiler::Program> program;
+  std::vector<compiler::CaptureBuilder::InputSlot> slots;
+  std::vector<uint64_t> output_bytes;
+  std::vector<InputGuard> guards;
+  std::vector<int> storage_input;  // an input holding each storage
+  std::vector<OutputSpec> outputs;
+  c10::DeviceIndex device = -1;
+  int64_t captured_launches = 0;
+  size_t nodes = 0;
+
+  // The outputs, or nothing when an input's layout differs from the recording.
+  std::optional<std::vector<at::Tensor>> run(const std::vector<at::Tensor>& inputs) const {
+    if (inputs.size() != guards.size()) return std::nullopt;
+    std::vector<const void*> storage_ptr(storage_input.size(), nullptr);
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      const at::Tensor& t = inputs[i];
+      const InputGuard& g = guards[i];
+      if (!t.defined() || !t.device().is_privateuseone() || t.device().index() != device ||
+          t.scalar_type() != g.dtype || t.sizes() != at::IntArrayRef(g.sizes) ||
+          t.strides() != at::IntArrayRef(g.strides) || t.storage_offset() != g.storage_offset) {
+        return std::nullopt;
+      }
+      if (g.storage < 0) continue;
+      const void* base = t.storage().data();
+      if (t.storage().nbytes() < g.nbytes) return std::nullopt;
+      if (storage_ptr[g.storage] == nullptr) storage_ptr[g.storage] = base;
+      if (storage_ptr[g.storage] != base) return std::nullopt;  // recorded as one storage
+    }
+    capture_unsupported("a whole-graph program launched while recording another");
+    c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, device));
+    const c10::Device dev(c10::DeviceType::PrivateUse1, device);
+    std::vector<onrt_arg> args;
+    args.reserve(slots.size() + output_bytes.size() + 1);
+    for (const auto& s : slots) {
+      onrt_arg a = s.constant;
+      if (s.storage >= 0) a.ptr = const_cast<void*>(storage_ptr[s.storage]);
+      args.push_back(a);
+    }
+    std::vector<at::Tensor> buffers;
+    buffers.reserve(output_bytes.size());
+    for (uint64_t n : output_bytes) {
+      buffers.push_back(empty_device({static_cast<int64_t>(n)}, c10::kByte, dev));
+      onrt_arg a{};
+      a.ptr = buffers.back().data_ptr();
+      args.push_back(a);
+    }
+    // Freed (stream-ordered) when this returns: the launch is queued before it.
+    at::Tensor scratch;
+    if (program->scratch_bytes > 0) {
+      scratch = empty_device({static_cast<int64_t>(program->scratch_bytes)}, c10::kByte, dev);
+      onrt_arg a{};
+      a.ptr = scratch.data_ptr();
+      args.push_back(a);
+    }
+    ONRT_CHECK(onrt_program_launch(current_runtime_stream(device), program->handle, args.data(),
+                                   static_cast<int32_t>(args.size())));
+    std::vector<at::Tensor> out;
+    out.reserve(outputs.size());
+    for (const OutputSpec& o : outputs) {
+      const auto opts = at::TensorOptions().dtype(o.dtype).device(dev);
+      if (o.where.kind == compiler::CaptureBuilder::Location::Empty) {
+        out.push_back(empty_device_strided(o.sizes, o.strides, o.dtype, dev));
+        continue;
+      }
+      const c10::Storage& storage = o.where.kind == compiler::CaptureBuilder::Location::Input
+                                        ? inputs[storage_input[o.where.index]].storage()
+                                        : buffers[o.where.index].storage();
+      const int64_t itemsize = static_cast<int64_t>(c10::elementSize(o.dtype));
+      out.push_back(
+          at::empty({0}, opts).set_(storage, o.where.offset / itemsize, o.sizes, o.strides));
+    }
+    return out;
+  }
+};
+
+std::vector<int64_t> to_vec(at::IntArrayRef a) { return {a.begin(), a.end()}; }
+
+void capture_begin(const std::vector<at::Tensor>& inputs) {
+  TORCH_CHECK(tls_capture == nullptr,
+              "neuron: a graph capture is already recording on this thread");
+  auto cap = std::make_unique<Capture>();
+  cap->device = inputs.empty() ? current_device() : inputs.front().device().index();
+  for (const at::Tensor& t : inputs) {
+    TORCH_CHECK(t.defined() && t.device().is_privateuseone() && t.device().index() == cap->device,
+                "neuron: graph capture takes tensors of one neuron device");
+    InputGuard g{-1,
+                 t.scalar_type(),
+                 to_vec(t.sizes()),
+                 to_vec(t.strides()),
+                 t.storage_offset(),
+                 t.storage().nbytes()};
+    if (t.storage().data() != nullptr && g.nbytes > 0) {
+      g.storage = cap->builder.add_input_storage(t.storage().data(), g.nbytes);
+    }
+    cap->guards.push_back(std::move(g));
+  }
+  tls_capture = cap.release();
+}
+
+void capture_abort() {
+  delete tls_capture;
+  tls_capture = nullptr;
+}
+
+// The compiled program, or the reason there is none.
+py::object capture_end(const std::vector<at::Tensor>& outputs) {
+  std::unique_ptr<Capture> cap(tls_capture);
+  tls_capture = nullptr;
+  TORCH_CHECK(cap != nullptr, "neuron: no graph capture is recording on this thread");
+  compiler::CaptureBuilder& b = cap->builder;
+  auto graph = std::make_shared<CapturedGraph>();
+  for (const at::Tensor& t : outputs) {
+    if (!t.defined() || !t.device().is_privateuseone() || t.device().index() != cap->device) {
+      return py::str("an output that is not a tensor of the graph's device");
+    }
+    const TensorType type = tensor_type(t);
+    const uint64_t extent = t.numel() == 0 ? 0 : compiler::CaptureBuilder::extent_bytes(type);
+    OutputSpec o{b.locate_output(t.const_data_ptr(), extent), t.scalar_type(), to_vec(t.sizes()),
+                 to_vec(t.strides())};
+    if (o.where.offset % static_cast<int64_t>(t.element_size()) != 0) {
+      return py::str("an output at an offset that is not a whole number of elements");
+    }
+    graph->outputs.push_back(std::move(o));
+  }
+  if (b.failed()) return py::str(b.failure());
+  try {
+    graph->program = compiler::compile(b.graph());
+  } catch (const compiler::CompileError& e) {
+    return py::str(std::string("the recorded graph did not compile: ") + e.what());
+  }
+  graph->slots = b.input_slots();
+  graph->output_bytes = b.output_bytes();
+  graph->device = cap->device;
+  graph->captured_launches = b.launches();
+  graph->nodes = b.graph().nodes().size();
+  graph->guards = std::move(cap->guards);
+  for (size_t i = 0; i < graph->guards.size(); ++i) {
+    const int s = graph->guards[i].storage;
+    if (s < 0) continue;
+    if (static_cast<size_t>(s) >= graph->storage_input.size())
+      graph->storage_input.resize(s + 1, -1);
+    if (graph->storage_input[s] < 0) graph->storage_input[s] = static_cast<int>(i);
+  }
+  return py::cast(graph);
+}
+
+}  // namespace
+
+compiler::CaptureBuilder* active_capture() { return tls_capture ? &tls_capture->builder : nullptr; }
+
+void capture_unsupported(const char* what) {
+  if (tls_capture != nullptr) tls_capture->builder.fail(what);
+}
+
+void bind_graph_capture(py::module_& m) {
+  py::class_<CapturedGraph, std::shared_ptr<CapturedGraph>>(m, "CapturedGraph")
+      .def("run", &CapturedGraph::run, py::arg("inputs"))
+      .def_readonly("captured_launches", &CapturedGraph::captured_launches)
+      .def_readonly("nodes", &CapturedGraph::nodes)
+      .def_property_readonly("instructions",
+                             [](const CapturedGraph& g) { return g.program->instructions.size(); })
+      .def_property_readonly("scratch_bytes",
+                             [](const CapturedGraph& g) { return g.program->scratch_bytes; });
+  m.def("_capture_begin", &capture_begin, py::arg("inputs"));
+  m.def("_capture_end", &capture_end, py::arg("outputs"));
+  m.def("_capture_abort", &capture_abort);
+}
+
+}  // namespace openneuron::bridge

@@ -1,0 +1,146 @@
+"""Whole-graph programs: a compiled graph's first call is recorded, later calls launch one
+program; results equal the op-by-op run bit for bit, and what cannot be recorded keeps
+running op by op with the reason in the metrics."""
+
+import copy
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import openneuron
+from test_compile import TinyLM
+
+
+@pytest.fixture(autouse=True)
+def fresh_dynamo(monkeypatch):
+    monkeypatch.setenv("OPENNEURON_FALLBACK", "error")
+    monkeypatch.delenv("OPENNEURON_WHOLE_GRAPH", raising=False)
+    torch._dynamo.reset()
+    torch.neuron.reset_dynamo_metrics()
+    yield
+    torch._dynamo.reset()
+
+
+def launches_of(fn):
+    torch.neuron.synchronize()
+    before = openneuron.runtime_counters()["launches"]
+    out = fn()
+    torch.neuron.synchronize()
+    return out, openneuron.runtime_counters()["launches"] - before
+
+
+def test_forward_is_one_launch_and_equals_eager(neuron):
+    torch.manual_seed(1)
+    model = TinyLM().eval().to(neuron)
+    ids = torch.randint(0, 50, (2, 9), device=neuron)
+    compiled = torch.compile(model, backend="neuron")
+    with torch.no_grad():
+        eager, eager_launches = launches_of(lambda: model(ids))
+        first = compiled(ids)  # recorded while it runs op by op
+        replayed, launches = launches_of(lambda: compiled(ids))
+    assert launches == 1 and eager_launches > 20
+    assert torch.equal(first.cpu(), eager.cpu()) and torch.equal(replayed.cpu(), eager.cpu())
+    m = torch.neuron.get_dynamo_metrics()
+    assert m["whole_graph_programs"] == 1 and m["whole_graph_calls"] == 1 and m["op_by_op_calls"] == 1
+    assert m["recorded_launches"] >= eager_launches - 5 and m["capture_failures"] == {}
+
+
+def _train(model, ids, steps, monkeypatch, whole):
+    monkeypatch.setenv("OPENNEURON_WHOLE_GRAPH", "1" if whole else "0")
+    torch._dynamo.reset()
+    model = copy.deepcopy(model)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    step = torch.compile(model, backend="neuron")
+    losses = []
+    for _ in range(steps):
+        opt.zero_grad()
+        logits = step(ids[:, :-1])
+        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), ids[:, 1:].reshape(-1))
+        loss.backward()
+        opt.step()
+        losses.append(loss.detach())
+    return torch.stack(losses).cpu(), [p.detach().cpu() for p in model.parameters()]
+
+
+def test_training_replays_forward_and_backward_bit_for_bit(neuron, monkeypatch):
+    torch.manual_seed(0)
+    model, ids = TinyLM().to(neuron), torch.randint(0, 50, (4, 17), device=neuron)
+    op_by_op, params_ref = _train(model, ids, 4, monkeypatch, whole=False)
+    torch.neuron.reset_dynamo_metrics()
+    whole, params = _train(model, ids, 4, monkeypatch, whole=True)
+    assert torch.equal(whole, op_by_op) and whole[-1] < whole[0]
+    assert all(torch.equal(a, b) for a, b in zip(params, params_ref))
+    m = torch.neuron.get_dynamo_metrics()
+    assert m["whole_graph_programs"] == 2, m  # the forward and the backward graph
+    # The forward's second call also runs op by op: it checks that the forward's host
+    # outputs (sdpa's philox seed and offset, saved for the backward) are constants.
+    assert m["whole_graph_calls"] == 5 and m["op_by_op_calls"] == 3
+
+
+def test_in_place_updates_of_inputs_replay(neuron):
+    def update(buf, x):
+        buf.add_(x)
+        buf.mul_(0.5)
+        return buf.sum()
+
+    f = torch.compile(update, backend="neuron")
+    b_cpu = torch.randn(6)
+    b_dev = b_cpu.to(neuron)
+    for i in range(3):
+        x = torch.full((6,), float(i))
+        got = f(b_dev, x.to(neuron))
+        want = update(b_cpu, x)
+        torch.testing.assert_close(got.cpu(), want)
+        torch.testing.assert_close(b_dev.cpu(), b_cpu)
+    assert torch.neuron.get_dynamo_metrics()["whole_graph_calls"] == 2
+
+
+def test_outputs_that_alias_inputs_and_each_other(neuron):
+    def f(x):
+        y = x * 2
+        return x.view(-1), y, y[1:], x + 1
+
+    cf = torch.compile(f, backend="neuron")
+    for i in range(3):
+        x = torch.arange(6.0, device=neuron).reshape(2, 3) + i
+        outs = cf(x)
+        for got, want in zip(outs, f(x)):
+            assert torch.equal(got.cpu(), want.cpu())
+        assert outs[0].untyped_storage().data_ptr() == x.untyped_storage().data_ptr()
+        assert outs[2].untyped_storage().data_ptr() == outs[1].untyped_storage().data_ptr()
+        assert outs[2].storage_offset() == 3
+    assert torch.neuron.get_dynamo_metrics()["whole_graph_calls"] == 2
+
+
+def test_an_input_layout_not_recorded_runs_op_by_op(neuron):
+    cf = torch.compile(lambda x: (x * 3).sin(), backend="neuron")
+    base = torch.randn(9, device=neuron)
+    cf(base[:8])
+    shifted = base[1:]  # same sizes and strides, another storage offset
+    torch.testing.assert_close(cf(shifted).cpu(), (shifted * 3).sin().cpu())
+    m = torch.neuron.get_dynamo_metrics()
+    assert m["whole_graph_programs"] + m["op_by_op_graphs"] >= 1
+    assert m["op_by_op_calls"] >= 2 or m["whole_graph_programs"] == 2
+
+
+def test_random_numbers_keep_the_graph_op_by_op_and_say_why(neuron):
+    drop = nn.Sequential(nn.Linear(8, 8), nn.Dropout(0.5)).to(neuron).train()
+    cf = torch.compile(drop, backend="neuron")
+    x = torch.ones(4, 8, device=neuron)
+    a, b = cf(x), cf(x)
+    assert not torch.equal(a.cpu(), b.cpu())  # fresh random numbers on every call
+    m = torch.neuron.get_dynamo_metrics()
+    assert m["whole_graph_programs"] == 0 and m["op_by_op_calls"] == 2
+    assert any("random numbers" in r for r in m["capture_failures"]), m["capture_failures"]
+
+
+def test_off_switch(neuron, monkeypatch):
+    monkeypatch.setenv("OPENNEURON_WHOLE_GRAPH", "0")
+    cf = torch.compile(lambda x: x.exp() + x, backend="neuron")
+    x = torch.randn(5, device=neuron)
+    cf(x)
+    out, launches = launches_of(lambda: cf(x))
+    assert launches == 2 and torch.equal(out.cpu(), (x.exp() + x).cpu())
+    assert torch.neuron.get_dynamo_metrics()["whole_graph_programs"] == 0

@@ -166,6 +166,10 @@ def main() -> None:
     print(f"  graphs: {dyn['dynamo_graphs']} Dynamo, {dyn['forward_graphs']} forward + "
           f"{dyn['backward_graphs']} backward ({dyn['graph_ops']} ATen ops), "
           f"{dyn['compile_seconds']:.2f} s in the backend, {dyn['fallback_graphs']} with fallback ops")
+    failures = "; ".join(dyn["capture_failures"]) or "none"
+    print(f"  whole-graph programs: {dyn['whole_graph_programs']} ({dyn['recorded_launches']} eager "
+          f"launches recorded into them), {dyn['whole_graph_calls']} calls as one program, "
+          f"{dyn['op_by_op_calls']} op by op; not recorded: {failures}")
 
     cache = openneuron.compile_cache_stats()
     print(f"\nprogram cache: {cache['misses']} compilations ({1e3 * cache['compile_seconds']:.1f} ms "

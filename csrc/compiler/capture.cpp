@@ -24,7 +24,9 @@ int CaptureBuilder::add_input_storage(const void* base, uint64_t nbytes) {
     return -1;
   }
   const int storage = num_storages_++;
-  slots_.push_back(InputSlot{storage, {}});
+  InputSlot slot;
+  slot.storage = storage;
+  slots_.push_back(slot);
   buffers_.push_back(
       Buffer{graph_.add_input(ValueType::of(byte_buffer(nbytes))), nbytes, storage, -1});
   live_[key] = static_cast<int>(buffers_.size() - 1);
@@ -56,13 +58,15 @@ int CaptureBuilder::find(const void* ptr, uint64_t extent, int64_t* offset) cons
 ValueId CaptureBuilder::scalar_input(ValueKind kind, onrt_arg value) {
   for (size_t i = 0; i < graph_.inputs().size(); ++i) {
     const ValueId v = graph_.inputs()[i];
-    if (graph_.values()[v].kind == kind && slots_[i].storage < 0 &&
+    if (graph_.values()[v].kind == kind && slots_[i].storage < 0 && slots_[i].draw < 0 &&
         std::memcmp(&slots_[i].constant, &value, sizeof value) == 0) {
       return v;
     }
   }
   const ValueId v = graph_.add_input(ValueType{kind, {}});
-  slots_.push_back(InputSlot{-1, value});
+  InputSlot slot;
+  slot.constant = value;
+  slots_.push_back(slot);
   return v;
 }
 
@@ -75,9 +79,31 @@ ValueId CaptureBuilder::empty_view(const TensorType& type) {
   return graph_.add_view(empty_, type, 0);
 }
 
+void CaptureBuilder::expect_draw(int draw, int64_t seed, int64_t offset) {
+  pending_draws_.push_back(Draw{draw, seed, offset});
+}
+
 void CaptureBuilder::record(const Graph& g, const onrt_arg* args, int n) {
   if (failed()) return;
   ++launches_;
+  std::vector<Draw> draws;
+  draws.swap(pending_draws_);
+  // Per pending draw: 0 nothing claimed yet, 1 its seed claimed, 2 both.
+  std::vector<int> claimed(draws.size(), 0);
+  auto claim_draw = [&](const onrt_arg& a) -> ValueId {
+    for (size_t d = 0; d < draws.size(); ++d) {
+      const int64_t want = claimed[d] == 0 ? draws[d].seed : draws[d].offset;
+      if (claimed[d] == 2 || a.i != want) continue;
+      const ValueId v = graph_.add_input(ValueType::scalar_int());
+      InputSlot s;
+      s.draw = draws[d].draw;
+      s.draw_offset = claimed[d] == 1;
+      slots_.push_back(s);
+      ++claimed[d];
+      return v;
+    }
+    return -1;
+  };
   if (!g.views().empty()) return fail("a launch of a graph with views");
   const auto& values = g.values();
   std::vector<ValueId> map(values.size(), -1);
@@ -107,6 +133,9 @@ void CaptureBuilder::record(const Graph& g, const onrt_arg* args, int n) {
         return true;
       }
       case ValueKind::ScalarInt:
+        map[v] = claim_draw(a);
+        if (map[v] < 0) map[v] = scalar_input(t.kind, a);
+        return true;
       case ValueKind::ScalarFloat:
         map[v] = scalar_input(t.kind, a);
         return true;
@@ -124,6 +153,9 @@ void CaptureBuilder::record(const Graph& g, const onrt_arg* args, int n) {
     if (!bind(v)) return;
   for (ValueId v : g.outputs())
     if (!bind(v)) return;
+  for (int c : claimed) {
+    if (c != 2) return fail("a random op whose seed and offset were not among its operands");
+  }
   // The launch's own intermediates stay intermediates of the captured graph.
   for (size_t v = 0; v < values.size(); ++v) {
     if (map[v] < 0) map[v] = graph_.add_value(values[v]);

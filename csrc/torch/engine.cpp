@@ -172,7 +172,6 @@ void ProgramBuilder::run() {
 std::pair<Operand, Operand> reserve_philox(c10::Device device,
                                            const std::optional<at::Generator>& gen, compiler::Op op,
                                            std::initializer_list<int64_t> dims) {
-  capture_unsupported("random numbers (each call draws new ones)");
   int64_t increment = 0;
   try {
     increment = compiler::philox_offset_increment(op, dims);
@@ -180,6 +179,7 @@ std::pair<Operand, Operand> reserve_philox(c10::Device device,
     TORCH_INTERNAL_ASSERT(false, e.what());
   }
   auto [seed, offset] = philox_reserve(gen, device.index(), static_cast<uint64_t>(increment));
+  capture_random_draw(gen, device.index(), static_cast<uint64_t>(increment), seed, offset);
   return {int_operand(static_cast<int64_t>(seed)), int_operand(static_cast<int64_t>(offset))};
 }
 

@@ -38,10 +38,18 @@ struct OutputSpec {
   std::vector<int64_t> sizes, strides;
 };
 
+// A random op's reservation, made again at every replay.
+struct RandomDraw {
+  std::optional<at::Generator> gen;
+  c10::DeviceIndex device;
+  uint64_t increment;
+};
+
 struct Capture {
   compiler::CaptureBuilder builder;
   c10::DeviceIndex device = -1;
   std::vector<InputGuard> guards;
+  std::vector<RandomDraw> draws;
 };
 
 thread_local Capture* tls_capture = nullptr;
@@ -54,6 +62,7 @@ class CapturedGraph {
   std::vector<InputGuard> guards;
   std::vector<int> storage_input;  // an input holding each storage
   std::vector<OutputSpec> outputs;
+  std::vector<RandomDraw> draws;
   c10::DeviceIndex device = -1;
   int64_t captured_launches = 0;
   size_t nodes = 0;
@@ -79,11 +88,19 @@ class CapturedGraph {
     capture_unsupported("a whole-graph program launched while recording another");
     c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, device));
     const c10::Device dev(c10::DeviceType::PrivateUse1, device);
+    // Fresh numbers for every random op, reserved in the order the recording did.
+    std::vector<std::pair<uint64_t, uint64_t>> drawn;
+    drawn.reserve(draws.size());
+    for (const RandomDraw& d : draws) drawn.push_back(philox_reserve(d.gen, d.device, d.increment));
     std::vector<onrt_arg> args;
     args.reserve(slots.size() + output_bytes.size() + 1);
     for (const auto& s : slots) {
       onrt_arg a = s.constant;
       if (s.storage >= 0) a.ptr = const_cast<void*>(storage_ptr[s.storage]);
+      if (s.draw >= 0) {
+        const auto& [seed, offset] = drawn[s.draw];
+        a.i = static_cast<int64_t>(s.draw_offset ? offset : seed);
+      }
       args.push_back(a);
     }
     std::vector<at::Tensor> buffers;
@@ -184,6 +201,7 @@ py::object capture_end(const std::vector<at::Tensor>& outputs) {
   graph->captured_launches = b.launches();
   graph->nodes = b.graph().nodes().size();
   graph->guards = std::move(cap->guards);
+  graph->draws = std::move(cap->draws);
   for (size_t i = 0; i < graph->guards.size(); ++i) {
     const int s = graph->guards[i].storage;
     if (s < 0) continue;
@@ -200,6 +218,14 @@ compiler::CaptureBuilder* active_capture() { return tls_capture ? &tls_capture->
 
 void capture_unsupported(const char* what) {
   if (tls_capture != nullptr) tls_capture->builder.fail(what);
+}
+
+void capture_random_draw(const std::optional<at::Generator>& gen, c10::DeviceIndex device,
+                         uint64_t increment, uint64_t seed, uint64_t offset) {
+  if (tls_capture == nullptr) return;
+  tls_capture->builder.expect_draw(static_cast<int>(tls_capture->draws.size()),
+                                   static_cast<int64_t>(seed), static_cast<int64_t>(offset));
+  tls_capture->draws.push_back(RandomDraw{gen, device, increment});
 }
 
 void bind_graph_capture(py::module_& m) {

@@ -2,7 +2,10 @@
 // the hooks the eager path calls while a capture is active on this thread.
 #pragma once
 
+#include <ATen/core/Generator.h>
+
 #include <cstdint>
+#include <optional>
 
 namespace openneuron::compiler {
 class CaptureBuilder;
@@ -17,5 +20,9 @@ compiler::CaptureBuilder* active_capture();
 // data, a CPU kernel, random numbers): the active capture, if any, fails with
 // `what` and the graph keeps running op by op.
 void capture_unsupported(const char* what);
+// A random op's seed and offset, reserved from `gen` (std::nullopt: the device's
+// default generator) for the launch that follows: a replay reserves again.
+void capture_random_draw(const std::optional<at::Generator>& gen, c10::DeviceIndex device,
+                         uint64_t increment, uint64_t seed, uint64_t offset);
 
 }  // namespace openneuron::bridge

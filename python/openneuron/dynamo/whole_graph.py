@@ -5,7 +5,7 @@ while the native side records every program launched (csrc/torch/graph_capture.c
 recording compiles into one program over the graph's inputs, outputs and one scratch
 arena. Later calls whose inputs have the recorded layout (dtype, sizes, strides, storage
 offset, shared storages) launch that program once. A graph whose run cannot be replayed
-(random numbers, a host read of device data, a CPU kernel, non-tensor inputs) keeps
+(a host read of device data, a CPU kernel, large host inputs) keeps
 running op by op; `torch.neuron.get_dynamo_metrics()["capture_failures"]` says why.
 OPENNEURON_WHOLE_GRAPH=0 turns recording off.
 """

@@ -8,8 +8,9 @@
 // in (a storage of the graph's inputs, or memory allocated during the run),
 // so in-place ops, slices written by one op and read by another, and buffers
 // freed and reused all replay exactly. What a launch cannot express (host
-// reads of device data, CPU kernels, random numbers) fails the capture with a
-// reason; the graph then keeps running op by op.
+// reads of device data, CPU kernels) fails the capture with a reason; the
+// graph then keeps running op by op. Random ops draw new numbers at every run:
+// their seed and offset operands become launch arguments the caller reserves.
 #pragma once
 
 #include <cstdint>
@@ -32,8 +33,10 @@ class CaptureBuilder {
   };
   // A launch argument of the captured program, in Graph::inputs() order.
   struct InputSlot {
-    int storage = -1;  // >= 0: that input storage's pointer; else `constant`
-    onrt_arg constant{};
+    int storage = -1;  // >= 0: that input storage's pointer
+    int draw = -1;     // >= 0: that random draw's seed (or offset, if draw_offset)
+    bool draw_offset = false;
+    onrt_arg constant{};  // otherwise
   };
 
   // A storage the caller passes at every run (an input tensor's); returns its
@@ -41,6 +44,9 @@ class CaptureBuilder {
   int add_input_storage(const void* base, uint64_t nbytes);
   void on_alloc(const void* ptr, uint64_t nbytes);
   void on_free(const void* ptr);
+  // The next launch is a random op whose ints `seed` and `offset` (the first
+  // such operands) were reserved from a generator: draw number `draw`.
+  void expect_draw(int draw, int64_t seed, int64_t offset);
   // One launch of `g` (as compiled by the eager path) with its n arguments.
   void record(const Graph& g, const onrt_arg* args, int n);
   // Stops recording: the run did something a program cannot replay.
@@ -78,6 +84,11 @@ class CaptureBuilder {
   std::map<uintptr_t, int> live_;  // start address -> buffer (live allocations, input storages)
   std::vector<InputSlot> slots_;
   std::vector<uint64_t> output_bytes_;
+  struct Draw {
+    int draw = -1;
+    int64_t seed = 0, offset = 0;
+  };
+  std::vector<Draw> pending_draws_;
   ValueId none_ = -1, empty_ = -1;
   int num_storages_ = 0;
   std::string failure_;

@@ -66,6 +66,7 @@ class CapturedGraph {
   c10::DeviceIndex device = -1;
   int64_t captured_launches = 0;
   size_t nodes = 0;
+  std::string graph_text;  // the recorded graph, for debug dumps
 
   // The outputs, or nothing when an input's layout differs from the recording.
   std::optional<std::vector<at::Tensor>> run(const std::vector<at::Tensor>& inputs) const {
@@ -200,6 +201,7 @@ py::object capture_end(const std::vector<at::Tensor>& outputs) {
   graph->device = cap->device;
   graph->captured_launches = b.launches();
   graph->nodes = b.graph().nodes().size();
+  graph->graph_text = compiler::to_text(b.graph());
   graph->guards = std::move(cap->guards);
   graph->draws = std::move(cap->draws);
   for (size_t i = 0; i < graph->guards.size(); ++i) {
@@ -236,7 +238,8 @@ void bind_graph_capture(py::module_& m) {
       .def_property_readonly("instructions",
                              [](const CapturedGraph& g) { return g.program->instructions.size(); })
       .def_property_readonly("scratch_bytes",
-                             [](const CapturedGraph& g) { return g.program->scratch_bytes; });
+                             [](const CapturedGraph& g) { return g.program->scratch_bytes; })
+      .def("dump", [](const CapturedGraph& g) { return g.graph_text + "\n" + compiler::to_text(*g.program); });
   m.def("_capture_begin", &capture_begin, py::arg("inputs"));
   m.def("_capture_end", &capture_end, py::arg("outputs"));
   m.def("_capture_abort", &capture_abort);

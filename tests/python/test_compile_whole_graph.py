@@ -165,3 +165,23 @@ def test_off_switch(neuron, monkeypatch):
     out, launches = launches_of(lambda: cf(x))
     assert launches == 2 and torch.equal(out.cpu(), (x.exp() + x).cpu())
     assert torch.neuron.get_dynamo_metrics()["whole_graph_programs"] == 0
+
+
+def test_dynamic_sizes_are_recorded_once_each(neuron):
+    cf = torch.compile(lambda x: (x * 2).cumsum(0) + x.shape[0], backend="neuron", dynamic=True)
+    for n in (4, 5, 4, 5, 6, 4):
+        x = torch.arange(float(n), device=neuron)
+        assert torch.equal(cf(x).cpu(), ((x * 2).cumsum(0) + n).cpu())
+    m = torch.neuron.get_dynamo_metrics()
+    assert m["inference_graphs"] == 1  # one graph for every size
+    assert m["whole_graph_programs"] == 3 and m["whole_graph_calls"] == 3, m
+
+
+def test_debug_dir_gets_a_listing_of_each_recording(neuron, monkeypatch, tmp_path):
+    monkeypatch.setenv("TORCH_NEURONX_DEBUG_DIR", str(tmp_path / "dumps"))
+    cf = torch.compile(lambda x: (x + 1).relu(), backend="neuron")
+    cf(torch.randn(3, device=neuron))
+    (dump,) = (tmp_path / "dumps").iterdir()
+    text = dump.read_text()
+    assert "inference" in dump.name and "# inference graph (FX)" in text
+    assert "Relu(" in text and "view of %" in text and "instructions" in text

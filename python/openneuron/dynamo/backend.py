@@ -92,7 +92,7 @@ def _graph_compiler(kind: str, fallback: bool) -> Callable:
         metrics.record_compile(kind, graph_check.count_ops(gm),
                                0.0 if nested else time.perf_counter() - start,
                                library_ops=len(graph_check.library_ops(gm)))
-        return make_boxed_func(_watch_first_call(WholeGraph(gm.forward, kind), kind, bool(missing)))
+        return make_boxed_func(_watch_first_call(WholeGraph(gm.forward, kind, gm.code), kind, bool(missing)))
 
     return compile_graph
 

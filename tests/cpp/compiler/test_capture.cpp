@@ -68,6 +68,11 @@ TEST(Capture, InPlaceOpsAndSlicesReplayOnNewInputs) {
   EXPECT_EQ(cap.locate_output(x.data() + 2, 4).kind, CaptureBuilder::Location::Input);
   EXPECT_EQ(cap.launches(), 4);
 
+  const std::string listing = to_text(cap.graph());
+  EXPECT_NE(listing.find("view of %"), std::string::npos) << listing;
+  EXPECT_NE(listing.find("Mul("), std::string::npos) << listing;
+  EXPECT_NE(to_text(*compile(cap.graph())).find("4 instructions"), std::string::npos);
+
   std::vector<float> y(n);
   for (int64_t i = 0; i < n; ++i) y[i] = 0.25f * static_cast<float>(i * i) + 1.0f;
   auto outs = replay(cap, {y.data()});

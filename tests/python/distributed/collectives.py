@@ -16,7 +16,7 @@ import torch.distributed._functional_collectives as fcol
 
 from common import finish, RANK, WORLD_SIZE, assert_close, device
 
-INTS = [torch.uint8, torch.int8, torch.int32, torch.int64]
+INTS = [torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64]
 FLOATS = [torch.float32, torch.bfloat16, torch.float16]
 SIZES = [1, 7, 1000, 70_001]  # 70_001 float32 spans several rounds of a 64 KiB chunk
 

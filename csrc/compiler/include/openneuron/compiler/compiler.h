@@ -60,6 +60,11 @@ int64_t philox_offset_increment(Op op, std::initializer_list<int64_t> dims);
 // Lowers a graph. Throws CompileError.
 std::shared_ptr<const Program> compile(const Graph& graph);
 
+// Readable listings (debug dumps): every value with its type (views with their
+// base and offset) and every node; every instruction with its argument slots.
+std::string to_text(const Graph& graph);
+std::string to_text(const Program& program);
+
 struct CacheStats {
   int64_t hits = 0;
   int64_t misses = 0;      // = compilations

@@ -133,7 +133,7 @@ def _launch():
 def _expect_pass(check):
     results = _launch()
     stdout = "".join(out for _, out, _ in results)
-    passed = len(re.findall(rf"^rank \d+: PASS {check}$", stdout, re.M))
+    passed = len(re.findall(rf"(?<!\w)rank \d+: PASS {check}(?!\w)", stdout))
     if passed != NODES * NPROC:
         fails = re.findall(rf"^rank \d+: FAIL {check}:.*$", stdout, re.M)
         detail = "\n".join(f"--- node {i} (exit {rc}) stdout ---\n{out[-3000:]}\n"

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import struct
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -94,8 +95,11 @@ def _host_key(args: tuple, host: list[int]) -> tuple | None:
         if isinstance(a, torch.Tensor):
             if a.device.type != "cpu" or a.numel() > _SMALL:
                 return None
-            key.append((str(a.dtype), tuple(a.shape), tuple(a.flatten().tolist())))
-        elif isinstance(a, (bool, int, float)):
+            # Bytes, not values: -0.0 differs from 0.0, and NaN equals itself.
+            key.append((str(a.dtype), tuple(a.shape), a.reshape(-1).contiguous().view(torch.uint8).numpy().tobytes()))
+        elif isinstance(a, float):
+            key.append(("float", struct.pack("<d", a)))
+        elif isinstance(a, (bool, int)):
             key.append((type(a).__name__, a))
         else:
             return None
@@ -202,7 +206,10 @@ class WholeGraph:
             _C._capture_abort()
             self._give_up(problem)
             return out
-        result = _C._capture_end(tensors)
+        try:
+            result = _C._capture_end(tensors)
+        except Exception as e:  # noqa: BLE001 - e.g. an output type the engines cannot describe
+            result = f"the outputs could not be described: {e}"
         if isinstance(result, str):
             self._give_up(result)
             return out

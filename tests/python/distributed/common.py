@@ -2,12 +2,19 @@
 with a message naming it."""
 
 import os
+import sys
 
 import torch
 
 RANK = int(os.environ.get("RANK", "0"))
 WORLD_SIZE = int(os.environ.get("WORLD_SIZE", "1"))
 LOCAL_RANK = int(os.environ.get("LOCAL_RANK", "0"))
+
+
+def say(line):
+    """One line in one write: ranks sharing a pipe (torchrun) never interleave within a line."""
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
 
 
 def device():
@@ -69,9 +76,9 @@ def run_checks(checks):
             ok = False
             traceback.print_exc()
             msg = str(e).strip().replace("\n", " | ")[:2000]
-            print(f"rank {RANK}: FAIL {name}: {type(e).__name__}: {msg}", flush=True)
+            say(f"rank {RANK}: FAIL {name}: {type(e).__name__}: {msg}")
         else:
-            print(f"rank {RANK}: PASS {name}", flush=True)
+            say(f"rank {RANK}: PASS {name}")
     return ok
 
 

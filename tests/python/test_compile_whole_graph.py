@@ -185,3 +185,17 @@ def test_debug_dir_gets_a_listing_of_each_recording(neuron, monkeypatch, tmp_pat
     text = dump.read_text()
     assert "inference" in dump.name and "# inference graph (FX)" in text
     assert "Relu(" in text and "view of %" in text and "instructions" in text
+
+
+def test_a_host_input_updated_in_place_keeps_the_graph_op_by_op(neuron):
+    def f(x, n):
+        n.add_(1)
+        return x * 2
+
+    cf = torch.compile(f, backend="neuron")
+    n = torch.zeros(1)
+    x = torch.ones(3, device=neuron)
+    for _ in range(3):
+        assert torch.equal(cf(x, n).cpu(), torch.full((3,), 2.0))
+    assert n.item() == 3.0
+    assert torch.neuron.get_dynamo_metrics()["whole_graph_calls"] == 0

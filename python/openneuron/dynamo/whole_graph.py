@@ -194,6 +194,7 @@ class WholeGraph:
     def _record(self, args: tuple, key: tuple):
         from .. import _C
 
+        versions = [args[i]._version for i in self._host if isinstance(args[i], torch.Tensor)]
         _C._capture_begin([args[i] for i in self._device])
         try:
             out = self._run(*args)
@@ -201,6 +202,10 @@ class WholeGraph:
             _C._capture_abort()
             raise
         metrics.record_graph_call(whole=False)
+        if versions != [args[i]._version for i in self._host if isinstance(args[i], torch.Tensor)]:
+            _C._capture_abort()  # a program cannot replay host-side updates
+            self._give_up("a host input updated in place")
+            return out
         tensors, template, problem = _flatten(out)
         if problem is not None:
             _C._capture_abort()

@@ -170,6 +170,20 @@ void CaptureBuilder::record(const Graph& g, const onrt_arg* args, int n) {
   }
 }
 
+std::vector<int> CaptureBuilder::written_storages() const {
+  std::vector<int> storage_of_value(graph_.values().size(), -1);
+  for (const Buffer& b : buffers_)
+    if (b.storage >= 0) storage_of_value[b.value] = b.storage;
+  std::vector<char> written(num_storages_, 0);
+  for (const Node& node : graph_.nodes())
+    for (ValueId v : node.outputs)
+      if (const int s = storage_of_value[graph_.storage_of(v)]; s >= 0) written[s] = 1;
+  std::vector<int> out;
+  for (int s = 0; s < num_storages_; ++s)
+    if (written[s]) out.push_back(s);
+  return out;
+}
+
 void CaptureBuilder::fail(const std::string& reason) {
   if (failure_.empty()) failure_ = reason.empty() ? "unknown" : reason;
 }

@@ -50,11 +50,15 @@ std::string program_name(const Graph& g) {
 
 }  // namespace
 
-std::shared_ptr<const Program> compile(const Graph& graph) {
+std::shared_ptr<const Program> compile(const Graph& source, const CompileOptions& options) {
   using namespace detail;
+  const std::string pname = program_name(source);
+  int fused_groups = 0;
+  Graph fused;
+  if (options.fuse && source.nodes().size() > 1) fused = fuse_elementwise(source, &fused_groups);
+  const Graph& graph = fused_groups > 0 ? fused : source;
   const auto& values = graph.values();
   const int nv = static_cast<int>(values.size());
-  const std::string pname = program_name(graph);
   auto graph_error = [&](const std::string& msg) { throw CompileError(pname + ": " + msg); };
   auto check_id = [&](ValueId v, const char* what) {
     if (v < 0 || v >= nv) graph_error(std::string(what) + " refers to unknown value " + std::to_string(v));
@@ -140,8 +144,12 @@ std::shared_ptr<const Program> compile(const Graph& graph) {
     r.offset = plan.offset[v];
     r.type = values[v].tensor;
   }
+  std::vector<char> used(nv, 0);
+  for (const Node& n : graph.nodes())
+    for (const auto* list : {&n.inputs, &n.outputs})
+      for (ValueId v : *list) used[v] = 1;
   for (int v = 0; v < nv; ++v) {
-    if (!graph.is_view(v)) continue;
+    if (!graph.is_view(v) || !used[v]) continue;  // a pass may drop every use of a buffer
     const ViewOf& view = graph.views()[v];
     Ref& r = refs[v];
     r = refs[view.base];
@@ -161,6 +169,7 @@ std::shared_ptr<const Program> compile(const Graph& graph) {
 
   auto prog = std::make_shared<Program>();
   prog->name = pname;
+  prog->fused_groups = fused_groups;
   prog->scratch_bytes = std::max<uint64_t>(plan.bytes, ctx.scratch_end());
   if (prog->scratch_bytes > 0) prog->scratch_bytes = align_up(prog->scratch_bytes);
   prog->num_args = scratch_slot + (prog->scratch_bytes > 0 ? 1 : 0);

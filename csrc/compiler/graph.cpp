@@ -48,6 +48,16 @@ void Graph::add_node(Op op, std::vector<ValueId> inputs, std::vector<ValueId> ou
 
 void Graph::mark_output(ValueId v) { outputs_.push_back(v); }
 
+Graph Graph::with_nodes(std::vector<Node> nodes) const {
+  Graph g;
+  g.values_ = values_;
+  g.inputs_ = inputs_;
+  g.outputs_ = outputs_;
+  g.views_ = views_;
+  g.nodes_ = std::move(nodes);
+  return g;
+}
+
 Graph Graph::single_op(Op op, const std::vector<ValueType>& operands, int num_inputs,
                        std::vector<int64_t> attrs) {
   Graph g;

@@ -220,4 +220,13 @@ void lower_pool2d(LowerCtx&);
 // --- attention (lower_attention.cpp)
 void lower_attention(LowerCtx&);
 
+// --- fused (lower_fused.cpp)
+void lower_fused_elementwise(LowerCtx&);
+
+// ---- passes
+
+// Runs of consecutive elementwise nodes become FusedElementwise nodes; *groups
+// counts them. (fuse.cpp)
+Graph fuse_elementwise(const Graph& graph, int* groups);
+
 }  // namespace openneuron::compiler::detail

@@ -191,6 +191,8 @@ constexpr Entry kTable[] = {
     // attention
     {Op::Attention, lower_attention},
     {Op::AttentionBackward, lower_attention},
+    // fused
+    {Op::FusedElementwise, lower_fused_elementwise},
 };
 
 constexpr size_t kNumOps = 0

@@ -2,12 +2,25 @@
 // compile never blocks lookups of other programs; when two threads race on one
 // key, the first insert wins and both get the same program.
 #include <chrono>
+#include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <unordered_map>
 
 #include "openneuron/compiler/compiler.h"
 
 namespace openneuron::compiler {
+
+// Read once: fixed for the process, so the graph signature alone stays the cache key.
+const CompileOptions& process_compile_options() {
+  static const CompileOptions options = [] {
+    CompileOptions o;
+    const char* fusion = std::getenv("OPENNEURON_FUSION");
+    o.fuse = !(fusion && std::strcmp(fusion, "0") == 0);
+    return o;
+  }();
+  return options;
+}
 
 struct ProgramCache::Impl {
   mutable std::mutex mu;
@@ -33,7 +46,7 @@ std::shared_ptr<const Program> ProgramCache::get_or_compile(const Graph& graph) 
     }
   }
   const auto t0 = std::chrono::steady_clock::now();
-  std::shared_ptr<const Program> prog = compile(graph);  // throws: nothing cached
+  std::shared_ptr<const Program> prog = compile(graph, process_compile_options());  // throws: nothing cached
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::lock_guard<std::mutex> lk(impl_->mu);
   ++impl_->stats.misses;

@@ -74,8 +74,9 @@ bool TensorType::is_contiguous() const {
 
 namespace kernels {
 
-LoopPlan make_loop_plan(const TensorType* const* types, int nops) {
-  LoopPlan p;
+template <int N>
+BasicLoopPlan<N> make_basic_loop_plan(const TensorType* const* types, int nops) {
+  BasicLoopPlan<N> p;
   p.nops = nops;
   const TensorType& out = *types[0];
   p.numel = out.numel();
@@ -126,6 +127,9 @@ LoopPlan make_loop_plan(const TensorType* const* types, int nops) {
   p.ndim = r + 1;
   return p;
 }
+
+template LoopPlan make_basic_loop_plan<kMaxOperands>(const TensorType* const*, int);
+template FusedLoopPlan make_basic_loop_plan<kMaxFusedOperands>(const TensorType* const*, int);
 
 ReducePlan make_reduce_plan(const TensorType& in, const TensorType& out, uint32_t dim_mask) {
   ReducePlan p;

@@ -7,18 +7,12 @@
 #include <limits>
 
 #include "elementwise.h"
+#include "elementwise_functors.h"
 #include "error.h"
 #include "storage.h"
 #include "vmath.h"
 
 namespace openneuron::kernels::detail {
-
-// Integer division by zero is reported like PyTorch ("ZeroDivisionError")
-// instead of trapping.
-struct Ctx {
-  std::atomic<bool>* zero_div = nullptr;
-  void flag() const { zero_div->store(true, std::memory_order_relaxed); }
-};
 
 template <class OutT, class InT, template <class> class Op>
 int binary_entry(const void* params, const onrt_arg* args, char* err, size_t errlen) {

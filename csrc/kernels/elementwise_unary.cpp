@@ -1,7 +1,7 @@
-// Unary elementwise ops. Formulas follow PyTorch's CPU kernels (the scalar
-// paths of aten/src/ATen/native/cpu/UnaryOpsKernel.cpp and Activation.cpp) in
-// compute type: float for half types.
+// Unary elementwise ops' kernels (formulas in elementwise_functors.h, in compute
+// type: float for half types).
 #include "elementwise.h"
+#include "elementwise_functors.h"
 #include "openneuron/kernels/kernels.h"
 #include "parallel.h"
 #include "storage.h"
@@ -11,76 +11,6 @@
 namespace openneuron::kernels {
 namespace detail {
 namespace {
-
-template <class C> struct NegF { ON_INLINE C operator()(C a) const { return neg_w(a); } };
-template <class C> struct AbsF {
-  ON_INLINE C operator()(C a) const {
-    if constexpr (std::is_floating_point_v<C>) return std::fabs(a);
-    else if constexpr (std::is_unsigned_v<C>) return a;
-    else return a < 0 ? neg_w(a) : a;
-  }
-};
-template <class C> struct ExpF { ON_INLINE C operator()(C a) const { return fexp(a); } };
-template <class C> struct LogF { ON_INLINE C operator()(C a) const { return std::log(a); } };
-template <class C> struct SqrtF { ON_INLINE C operator()(C a) const { return std::sqrt(a); } };
-template <class C> struct RsqrtF { ON_INLINE C operator()(C a) const { return C(1) / std::sqrt(a); } };
-template <class C> struct ReciprocalF { ON_INLINE C operator()(C a) const { return C(1) / a; } };
-template <class C> struct SinF { ON_INLINE C operator()(C a) const { return std::sin(a); } };
-template <class C> struct CosF { ON_INLINE C operator()(C a) const { return std::cos(a); } };
-template <class C> struct TanhF { ON_INLINE C operator()(C a) const { return ftanh(a); } };
-template <class C> struct ErfF { ON_INLINE C operator()(C a) const { return ferf(a); } };
-template <class C> struct SigmoidF {
-  ON_INLINE C operator()(C a) const { return C(1) / (C(1) + fexp(-a)); }
-};
-template <class C> struct SiluF {
-  ON_INLINE C operator()(C a) const { return a / (C(1) + fexp(-a)); }
-};
-template <class C> struct ReluF {
-  // NaN stays NaN, like clamp_min(0).
-  ON_INLINE C operator()(C a) const { return a < C(0) ? C(0) : a; }
-};
-template <class C> struct FloorF {
-  ON_INLINE C operator()(C a) const {
-    if constexpr (std::is_floating_point_v<C>) return std::floor(a);
-    else return a;
-  }
-};
-template <class C> struct CeilF {
-  ON_INLINE C operator()(C a) const {
-    if constexpr (std::is_floating_point_v<C>) return std::ceil(a);
-    else return a;
-  }
-};
-template <class C> struct RoundF {
-  ON_INLINE C operator()(C a) const {
-    if constexpr (std::is_floating_point_v<C>) return std::nearbyint(a);  // half to even
-    else return a;
-  }
-};
-template <class C> struct SignF {
-  ON_INLINE C operator()(C a) const {
-    if constexpr (std::is_same_v<C, bool>) return a;
-    else return static_cast<C>((C(0) < a) - (a < C(0)));
-  }
-};
-template <class C> struct LogicalNotF {
-  ON_INLINE bool operator()(C a) const { return !(a != C(0)); }
-};
-template <class C> struct GeluErfF {
-  ON_INLINE C operator()(C x) const {
-    const C kAlpha = C(M_SQRT1_2);
-    return x * C(0.5) * (C(1) + ferf_gelu(x * kAlpha));
-  }
-};
-template <class C> struct GeluTanhF {
-  ON_INLINE C operator()(C x) const {
-    const C kBeta = C(M_SQRT2 * M_2_SQRTPI * 0.5);
-    const C kKappa = C(0.044715);
-    const C x_cube = x * x * x;
-    const C inner = kBeta * (x + kKappa * x_cube);
-    return C(0.5) * x * (C(1) + ftanh(inner));
-  }
-};
 
 template <class OutT, class InT, template <class> class Op>
 int unary_entry(const void* params, const onrt_arg* args, char*, size_t) {

@@ -13,8 +13,8 @@ namespace openneuron::kernels::detail {
 
 // Calls row(ptrs, n) for each run of the innermost plan dim in [begin, end) of
 // the plan's linear index space; ptrs[k] points at operand k's first element.
-template <int N, class Row>
-inline void walk_range(const LoopPlan& p, char* const* base, int64_t begin, int64_t end,
+template <int N, class Plan, class Row>
+inline void walk_range(const Plan& p, char* const* base, int64_t begin, int64_t end,
                        Row& row) {
   if (p.ndim <= 1) {
     char* ptr[N];
@@ -56,8 +56,8 @@ inline void walk_range(const LoopPlan& p, char* const* base, int64_t begin, int6
 // a few pieces per thread keep a preempted thread's share from holding the op.
 inline constexpr int kElementwisePieces = 4;
 
-template <int N, class Row>
-inline void walk(const LoopPlan& p, char* const* base, Row&& row) {
+template <int N, class Plan, class Row>
+inline void walk(const Plan& p, char* const* base, Row&& row) {
   auto body = [&](int64_t b, int64_t e) { walk_range<N>(p, base, b, e, row); };
   parallel_for(p.numel, kGrain, body, kElementwisePieces);
 }

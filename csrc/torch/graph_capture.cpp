@@ -10,11 +10,14 @@
 #include <pybind11/stl.h>
 #include <torch/csrc/utils/pybind.h>
 
+#include <algorithm>
+#include <cmath>
 #include <memory>
 #include <optional>
 
 #include "bridge.h"
 #include "engine.h"
+#include "openneuron/compiler/affine_fit.h"
 #include "openneuron/compiler/capture.h"
 #include "openneuron/compiler/compiler.h"
 
@@ -61,12 +64,13 @@ class CapturedGraph {
   std::vector<uint64_t> output_bytes;
   std::vector<InputGuard> guards;
   std::vector<int> storage_input;  // an input holding each storage
+  std::vector<int> written_inputs;  // inputs whose storage the program writes
   std::vector<OutputSpec> outputs;
   std::vector<RandomDraw> draws;
   c10::DeviceIndex device = -1;
   int64_t captured_launches = 0;
   size_t nodes = 0;
-  std::string graph_text;  // the recorded graph, for debug dumps
+  compiler::Graph graph;  // as recorded, before the compiler's passes (debug dumps)
 
   // The outputs, or nothing when an input's layout differs from the recording.
   std::optional<std::vector<at::Tensor>> run(const std::vector<at::Tensor>& inputs) const {
@@ -83,7 +87,12 @@ class CapturedGraph {
       if (g.storage < 0) continue;
       const void* base = t.storage().data();
       if (t.storage().nbytes() < g.nbytes) return std::nullopt;
-      if (storage_ptr[g.storage] == nullptr) storage_ptr[g.storage] = base;
+      if (storage_ptr[g.storage] == nullptr) {
+        // Storages recorded apart must be apart: the program's order and fusion rely on it.
+        for (const void* other : storage_ptr)
+          if (other == base) return std::nullopt;
+        storage_ptr[g.storage] = base;
+      }
       if (storage_ptr[g.storage] != base) return std::nullopt;  // recorded as one storage
     }
     capture_unsupported("a whole-graph program launched while recording another");
@@ -122,6 +131,8 @@ class CapturedGraph {
     }
     ONRT_CHECK(onrt_program_launch(current_runtime_stream(device), program->handle, args.data(),
                                    static_cast<int32_t>(args.size())));
+    // As the in-place ops of the op-by-op run would: autograd sees the inputs changed.
+    for (int i : written_inputs) inputs[i].unsafeGetTensorImpl()->bump_version();
     std::vector<at::Tensor> out;
     out.reserve(outputs.size());
     for (const OutputSpec& o : outputs) {
@@ -138,6 +149,152 @@ class CapturedGraph {
           at::empty({0}, opts).set_(storage, o.where.offset / itemsize, o.sizes, o.strides));
     }
     return out;
+  }
+
+  // Symbolic sizes: the integers of the recording that may follow a host int, in a
+  // fixed order, and everything else. Recordings at two values of the int with equal
+  // structure() give each integer as slope * n + intercept (compiler::AffineFit).
+  std::vector<int64_t> int_fields() const {
+    std::vector<int64_t> f = graph.int_fields();
+    for (const InputGuard& g : guards) {
+      f.insert(f.end(), g.sizes.begin(), g.sizes.end());
+      f.insert(f.end(), g.strides.begin(), g.strides.end());
+      f.push_back(g.storage_offset);
+      f.push_back(static_cast<int64_t>(g.nbytes));
+    }
+    for (const OutputSpec& o : outputs) {
+      f.push_back(o.where.offset);
+      f.insert(f.end(), o.sizes.begin(), o.sizes.end());
+      f.insert(f.end(), o.strides.begin(), o.strides.end());
+    }
+    for (uint64_t n : output_bytes) f.push_back(static_cast<int64_t>(n));
+    for (size_t i = 0; i < slots.size(); ++i) {
+      if (int_constant(i)) f.push_back(slots[i].constant.i);
+      if (integral_float_constant(i)) f.push_back(static_cast<int64_t>(slots[i].constant.f));
+    }
+    for (const RandomDraw& d : draws) f.push_back(static_cast<int64_t>(d.increment));
+    return f;
+  }
+
+  std::string structure() const {
+    std::string s = graph.structure();
+    auto put = [&](int64_t v) { s.append(reinterpret_cast<const char*>(&v), sizeof v); };
+    put(device);
+    for (const InputGuard& g : guards) {
+      put(g.storage);
+      put(static_cast<int64_t>(g.dtype));
+      put(static_cast<int64_t>(g.sizes.size()));
+    }
+    for (const OutputSpec& o : outputs) {
+      put(o.where.kind);
+      put(o.where.index);
+      put(static_cast<int64_t>(o.dtype));
+      put(static_cast<int64_t>(o.sizes.size()));
+    }
+    put(static_cast<int64_t>(output_bytes.size()));
+    for (size_t i = 0; i < slots.size(); ++i) {
+      put(slots[i].storage);
+      put(slots[i].draw);
+      put(slots[i].draw_offset);
+      put(integral_float_constant(i));
+      if (!int_constant(i) && !integral_float_constant(i) && slots[i].storage < 0 &&
+          slots[i].draw < 0)
+        put(slots[i].constant.i);  // a float's bits
+    }
+    for (const RandomDraw& d : draws) {
+      put(d.device);
+      put(reinterpret_cast<intptr_t>(d.gen ? d.gen->unsafeGetGeneratorImpl() : nullptr));
+    }
+    for (int i : storage_input) put(i);
+    for (int i : written_inputs) put(i);
+    return s;
+  }
+
+  // This recording with other integers (int_fields() order), compiled; nullptr when
+  // they make no valid recording (a negative size, a graph that does not compile).
+  std::shared_ptr<CapturedGraph> with_int_fields(const std::vector<int64_t>& f) const {
+    auto g = std::make_shared<CapturedGraph>(*this);
+    const size_t ngraph = graph.int_fields().size();
+    size_t i = ngraph;
+    bool ok = true;
+    auto next = [&](bool nonnegative) {
+      const int64_t v = f.at(i++);
+      ok = ok && (!nonnegative || v >= 0);
+      return v;
+    };
+    for (InputGuard& gd : g->guards) {
+      for (int64_t& v : gd.sizes) v = next(true);
+      for (int64_t& v : gd.strides) v = next(true);
+      gd.storage_offset = next(true);
+      gd.nbytes = static_cast<uint64_t>(next(true));
+    }
+    for (OutputSpec& o : g->outputs) {
+      o.where.offset = next(true);
+      for (int64_t& v : o.sizes) v = next(true);
+      for (int64_t& v : o.strides) v = next(true);
+    }
+    for (uint64_t& n : g->output_bytes) n = static_cast<uint64_t>(next(true));
+    for (size_t k = 0; k < g->slots.size(); ++k) {
+      if (int_constant(k)) g->slots[k].constant.i = next(false);
+      if (integral_float_constant(k)) g->slots[k].constant.f = static_cast<double>(next(false));
+    }
+    for (RandomDraw& d : g->draws) d.increment = static_cast<uint64_t>(next(true));
+    if (!ok || i != f.size()) return nullptr;
+    try {
+      g->graph = graph.with_int_fields(std::vector<int64_t>(f.begin(), f.begin() + ngraph));
+      g->program = compiler::compile(g->graph, compiler::process_compile_options());
+    } catch (const std::exception&) {
+      return nullptr;
+    }
+    return g;
+  }
+
+ private:
+  bool int_constant(size_t i) const {
+    return slots[i].storage < 0 && slots[i].draw < 0 &&
+           graph.values()[graph.inputs()[i]].kind == compiler::ValueKind::ScalarInt;
+  }
+  // A float operand holding a whole number (a size added to a float tensor): it may
+  // follow the sizes like an int.
+  bool integral_float_constant(size_t i) const {
+    if (slots[i].storage >= 0 || slots[i].draw >= 0 ||
+        graph.values()[graph.inputs()[i]].kind != compiler::ValueKind::ScalarFloat)
+      return false;
+    const double v = slots[i].constant.f;
+    return v == std::trunc(v) && std::fabs(v) < 9007199254740992.0 &&  // 2^53: exact
+           !(v == 0 && std::signbit(v));  // -0.0 would come back as +0.0
+  }
+};
+
+// A recording whose integers follow one host int n: instantiated for a new n without
+// running the graph. Built from two recordings; trusted by the caller only after it
+// predicted a third.
+struct SymbolicGraph {
+  std::shared_ptr<const CapturedGraph> base;
+  std::string structure;
+  compiler::AffineFit fit;
+
+  static std::shared_ptr<SymbolicGraph> generalize(const CapturedGraph& a, int64_t na,
+                                                   const CapturedGraph& b, int64_t nb) {
+    std::string sa = a.structure();
+    if (sa != b.structure()) return nullptr;
+    auto f = compiler::AffineFit::fit(a.int_fields(), na, b.int_fields(), nb);
+    if (!f) return nullptr;
+    auto s = std::make_shared<SymbolicGraph>();
+    s->base = std::make_shared<CapturedGraph>(a);
+    s->structure = std::move(sa);
+    s->fit = std::move(*f);
+    return s;
+  }
+
+  bool predicts(const CapturedGraph& rec, int64_t n) const {
+    const auto f = fit.at(n);
+    return f && rec.structure() == structure && rec.int_fields() == *f;
+  }
+
+  std::shared_ptr<CapturedGraph> at(int64_t n) const {
+    const auto f = fit.at(n);
+    return f ? base->with_int_fields(*f) : nullptr;
   }
 };
 
@@ -192,7 +349,7 @@ py::object capture_end(const std::vector<at::Tensor>& outputs) {
   }
   if (b.failed()) return py::str(b.failure());
   try {
-    graph->program = compiler::compile(b.graph());
+    graph->program = compiler::compile(b.graph(), compiler::process_compile_options());
   } catch (const compiler::CompileError& e) {
     return py::str(std::string("the recorded graph did not compile: ") + e.what());
   }
@@ -201,7 +358,7 @@ py::object capture_end(const std::vector<at::Tensor>& outputs) {
   graph->device = cap->device;
   graph->captured_launches = b.launches();
   graph->nodes = b.graph().nodes().size();
-  graph->graph_text = compiler::to_text(b.graph());
+  graph->graph = b.graph();
   graph->guards = std::move(cap->guards);
   graph->draws = std::move(cap->draws);
   for (size_t i = 0; i < graph->guards.size(); ++i) {
@@ -210,6 +367,12 @@ py::object capture_end(const std::vector<at::Tensor>& outputs) {
     if (static_cast<size_t>(s) >= graph->storage_input.size())
       graph->storage_input.resize(s + 1, -1);
     if (graph->storage_input[s] < 0) graph->storage_input[s] = static_cast<int>(i);
+  }
+  const std::vector<int> written = b.written_storages();
+  for (size_t i = 0; i < graph->guards.size(); ++i) {
+    const int s = graph->guards[i].storage;
+    if (s >= 0 && std::find(written.begin(), written.end(), s) != written.end())
+      graph->written_inputs.push_back(static_cast<int>(i));
   }
   return py::cast(graph);
 }
@@ -239,7 +402,16 @@ void bind_graph_capture(py::module_& m) {
                              [](const CapturedGraph& g) { return g.program->instructions.size(); })
       .def_property_readonly("scratch_bytes",
                              [](const CapturedGraph& g) { return g.program->scratch_bytes; })
-      .def("dump", [](const CapturedGraph& g) { return g.graph_text + "\n" + compiler::to_text(*g.program); });
+      .def_property_readonly("fused_groups",
+                             [](const CapturedGraph& g) { return g.program->fused_groups; })
+      .def("dump", [](const CapturedGraph& g) {
+        return compiler::to_text(g.graph) + "\n" + compiler::to_text(*g.program);
+      });
+  py::class_<SymbolicGraph, std::shared_ptr<SymbolicGraph>>(m, "SymbolicGraph")
+      .def("predicts", &SymbolicGraph::predicts, py::arg("recording"), py::arg("n"))
+      .def("at", &SymbolicGraph::at, py::arg("n"), py::call_guard<py::gil_scoped_release>());
+  m.def("_generalize", &SymbolicGraph::generalize, py::arg("a"), py::arg("na"), py::arg("b"),
+        py::arg("nb"));
   m.def("_capture_begin", &capture_begin, py::arg("inputs"));
   m.def("_capture_end", &capture_end, py::arg("outputs"));
   m.def("_capture_abort", &capture_abort);

@@ -79,7 +79,27 @@ def test_training_replays_forward_and_backward_bit_for_bit(neuron, monkeypatch):
     assert m["whole_graph_calls"] == 5 and m["op_by_op_calls"] == 3
 
 
-def test_in_place_updates_of_inputs_replay(neuron):
+def _gated_mlp(x, w, gate_bias):
+    h = x @ w
+    return torch.tanh(F.silu(h + gate_bias) * h - 0.5) * 2.0
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_elementwise_chains_are_fused_and_bit_equal(neuron, dtype):
+    torch.manual_seed(2)
+    x, w, b = (torch.randn(*s, dtype=dtype, device=neuron) for s in ((33, 16), (16, 24), (24,)))
+    compiled = torch.compile(_gated_mlp, backend="neuron")
+    eager = _gated_mlp(x, w, b)  # every op its own launch: unfused
+    compiled(x, w, b)
+    got = compiled(x, w, b)
+    assert torch.equal(got.cpu(), eager.cpu())
+    m = torch.neuron.get_dynamo_metrics()
+    # mm, then add, silu, mul, sub, tanh and mul as one fused pass
+    assert m["whole_graph_calls"] == 1 and m["fused_groups"] == 1, m
+    assert m["recorded_launches"] == 7 and m["program_instructions"] == 2, m
+
+
+def test_in_place_updates_of_inputs_reach_the_caller_and_replay(neuron):
     def update(buf, x):
         buf.add_(x)
         buf.mul_(0.5)
@@ -88,13 +108,17 @@ def test_in_place_updates_of_inputs_replay(neuron):
     f = torch.compile(update, backend="neuron")
     b_cpu = torch.randn(6)
     b_dev = b_cpu.to(neuron)
+    versions = []
     for i in range(3):
         x = torch.full((6,), float(i))
         got = f(b_dev, x.to(neuron))
+        versions.append(b_dev._version)
         want = update(b_cpu, x)
         torch.testing.assert_close(got.cpu(), want)
         torch.testing.assert_close(b_dev.cpu(), b_cpu)
     assert torch.neuron.get_dynamo_metrics()["whole_graph_calls"] == 2
+    # A replay counts as an in-place update, as the op-by-op run's copy_ does.
+    assert versions[0] > 0 and versions[2] > versions[1] > versions[0]
 
 
 def test_outputs_that_alias_inputs_and_each_other(neuron):
@@ -177,6 +201,33 @@ def test_dynamic_sizes_are_recorded_once_each(neuron):
     assert m["whole_graph_programs"] == 3 and m["whole_graph_calls"] == 3, m
 
 
+def test_sizes_never_run_get_programs_from_the_symbolic_recording(neuron):
+    def f(x, y):
+        return torch.cat([x * 2, y], 0).cumsum(0) + x.shape[0]
+
+    cf = torch.compile(f, backend="neuron", dynamic=True)
+    y = torch.ones(3, device=neuron)
+    for n in (4, 5, 6, 9, 17, 4, 64):  # recorded at 4, 5 and 6 (the fit's check)
+        x = torch.arange(float(n), device=neuron)
+        assert torch.equal(cf(x, y).cpu(), f(x, y).cpu()), n
+    m = torch.neuron.get_dynamo_metrics()
+    assert m["inference_graphs"] == 1 and m["whole_graph_programs"] == 3, m
+    assert m["symbolic_instances"] == 3 and m["whole_graph_calls"] == 4, m
+
+
+def test_sizes_that_are_not_affine_keep_recording_each_value(neuron):
+    def f(x):
+        return x[: x.shape[0] // 2] * 2
+
+    cf = torch.compile(f, backend="neuron", dynamic=True)
+    for n in (4, 5, 6, 7, 6):  # half: 2, 2, 3 (not the 2 a fit through 4 and 5 predicts)
+        x = torch.arange(float(n), device=neuron)
+        assert torch.equal(cf(x).cpu(), f(x).cpu()), n
+    m = torch.neuron.get_dynamo_metrics()
+    assert m["whole_graph_programs"] == 4 and m["symbolic_instances"] == 0, m
+    assert m["capture_failures"] == {"inference: sizes that are not affine in a host int": 1}, m
+
+
 def test_debug_dir_gets_a_listing_of_each_recording(neuron, monkeypatch, tmp_path):
     monkeypatch.setenv("TORCH_NEURONX_DEBUG_DIR", str(tmp_path / "dumps"))
     cf = torch.compile(lambda x: (x + 1).relu(), backend="neuron")
@@ -198,4 +249,6 @@ def test_a_host_input_updated_in_place_keeps_the_graph_op_by_op(neuron):
     for _ in range(3):
         assert torch.equal(cf(x, n).cpu(), torch.full((3,), 2.0))
     assert n.item() == 3.0
-    assert torch.neuron.get_dynamo_metrics()["whole_graph_calls"] == 0
+    m = torch.neuron.get_dynamo_metrics()
+    assert m["whole_graph_calls"] == 0
+    assert m["capture_failures"] == {"inference: a host input updated in place": 1}, m

@@ -126,6 +126,25 @@ def test_static_cache_default_autocompile_same_tokens_as_cpu(models, neuron):
     assert metrics["fallback_graphs"] == 0
 
 
+def test_compiled_forward_with_dynamic_shapes_generates_from_three_recordings(models, neuron):
+    """A growing DynamicCache under torch.compile(dynamic=True): three decode lengths are
+    recorded, every later length gets its program from the symbolic recording."""
+    cpu, dev = models
+    torch._dynamo.reset()
+    torch.neuron.reset_dynamo_metrics()
+    forward = dev.forward
+    dev.forward = torch.compile(forward, backend="neuron", dynamic=True)
+    try:
+        got = _gen(dev, neuron, do_sample=False, max_new_tokens=24)
+    finally:
+        dev.forward = forward
+    assert torch.equal(got, _gen(cpu, "cpu", do_sample=False, max_new_tokens=24))
+    m = torch.neuron.get_dynamo_metrics()
+    # the prompt's graph and the decode graph; the decode graph recorded at 3 lengths
+    assert m["inference_graphs"] == 2 and m["whole_graph_programs"] == 4, m
+    assert m["symbolic_instances"] == 24 - 1 - 3 and m["capture_failures"] == {}, m
+
+
 def test_sampling_reproducible_with_seed_and_valid(models, neuron):
     _, dev = models
     kw = dict(do_sample=True, top_k=20, temperature=0.8, max_new_tokens=12)

@@ -8,6 +8,7 @@ from collections import Counter
 _lock = threading.Lock()
 _counts: Counter[str] = Counter()
 _seconds = 0.0
+_compiler_seconds = 0.0
 _ops_without_lowering: Counter[str] = Counter()
 _capture_failures: Counter[str] = Counter()
 
@@ -31,12 +32,31 @@ def record_fallback_graph(ops: list[str]) -> None:
         _ops_without_lowering.update(ops)
 
 
-def record_whole_graph(kind: str, launches: int, instructions: int) -> None:
-    """A graph recorded as one program: `launches` eager launches became one."""
+def record_whole_graph(kind: str, launches: int, instructions: int, fused_groups: int,
+                       scratch_bytes: int) -> None:
+    """A graph recorded as one program: `launches` eager launches became one program of
+    `instructions` instructions, `fused_groups` of them fused elementwise chains, with a
+    scratch arena of `scratch_bytes` for its intermediates."""
     with _lock:
         _counts["whole_graph_programs"] += 1
         _counts["recorded_launches"] += launches
         _counts["program_instructions"] += instructions
+        _counts["fused_groups"] += fused_groups
+        _counts["max_program_scratch_bytes"] = max(_counts["max_program_scratch_bytes"], scratch_bytes)
+
+
+def record_compiler_seconds(seconds: float) -> None:
+    """Time in OpenNeuron's own compiler: a recording turned into a program, a program
+    made from a symbolic recording."""
+    global _compiler_seconds
+    with _lock:
+        _compiler_seconds += seconds
+
+
+def record_instance() -> None:
+    """A program made from a symbolic recording for a host int value never run."""
+    with _lock:
+        _counts["symbolic_instances"] += 1
 
 
 def record_capture_failure(kind: str, reason: str) -> None:
@@ -55,24 +75,29 @@ def get_dynamo_metrics() -> dict:
     """Graphs compiled since start (or the last reset), by kind; ATen ops in them (and how
     many of those run through the host library); seconds spent in the backend; graphs run
     with ops lacking a native lowering, and those ops. Whole-graph programs: graphs recorded
-    as one program (and the eager launches and instructions in them), graphs left op by op
-    with the reasons (`capture_failures`), and calls of each kind."""
+    as one program (and the eager launches and instructions in them, the fused elementwise
+    chains among those instructions, the largest scratch arena of one program), programs
+    made from symbolic recordings for sizes never run (`symbolic_instances`), graphs left
+    op by op with the reasons (`capture_failures`), and calls of each kind."""
     with _lock:
         out = {k: _counts.get(k, 0) for k in (
             "dynamo_graphs", "forward_graphs", "backward_graphs", "inference_graphs",
             "graph_ops", "graph_library_ops", "fallback_graphs", "whole_graph_programs",
-            "recorded_launches", "program_instructions", "op_by_op_graphs",
+            "recorded_launches", "program_instructions", "fused_groups",
+            "max_program_scratch_bytes", "symbolic_instances", "op_by_op_graphs",
             "whole_graph_calls", "op_by_op_calls")}
         out["compile_seconds"] = _seconds
+        out["compiler_seconds"] = _compiler_seconds
         out["ops_without_lowering"] = dict(_ops_without_lowering)
         out["capture_failures"] = dict(_capture_failures)
         return out
 
 
 def reset_dynamo_metrics() -> None:
-    global _seconds
+    global _seconds, _compiler_seconds
     with _lock:
         _counts.clear()
         _ops_without_lowering.clear()
         _capture_failures.clear()
         _seconds = 0.0
+        _compiler_seconds = 0.0

@@ -18,6 +18,7 @@ from __future__ import annotations
 import itertools
 import os
 import struct
+import time
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -63,6 +64,14 @@ _SMALL = 64
 # ints under dynamic shapes, small CPU tensors): further values run op by op.
 _MAX_RECORDINGS = 8
 
+# Programs instantiated from a graph's symbolic recording (one per value of its varying
+# host int), kept per graph; the oldest goes first.
+_MAX_INSTANCES = 64
+
+
+def _small_host_tensor(a: torch.Tensor) -> bool:
+    return a.device.type == "cpu" and a.numel() <= _SMALL
+
 
 def _split_inputs(args: tuple) -> tuple[list[int], list[int], str | None]:
     """Positions of the device inputs and of the host inputs (values a recording holds:
@@ -74,7 +83,7 @@ def _split_inputs(args: tuple) -> tuple[list[int], list[int], str | None]:
         if isinstance(a, torch.Tensor):
             if a.device.type == "neuron":
                 device.append(i)
-            elif a.device.type == "cpu" and a.numel() <= _SMALL:
+            elif _small_host_tensor(a):
                 host.append(i)
             else:
                 return [], [], f"an input on {a.device.type} with {a.numel()} elements"
@@ -93,7 +102,7 @@ def _host_key(args: tuple, host: list[int]) -> tuple | None:
     for i in host:
         a = args[i]
         if isinstance(a, torch.Tensor):
-            if a.device.type != "cpu" or a.numel() > _SMALL:
+            if not _small_host_tensor(a):
                 return None
             # Bytes, not values: -0.0 differs from 0.0, and NaN equals itself.
             key.append((str(a.dtype), tuple(a.shape), a.reshape(-1).contiguous().view(torch.uint8).numpy().tobytes()))
@@ -126,7 +135,7 @@ def _flatten(out: Any) -> tuple[list[torch.Tensor], list, str | None]:
             tensors.append(o)
         elif o is None or isinstance(o, (bool, int, float)):
             template.append((o,))
-        elif isinstance(o, torch.Tensor) and o.device.type == "cpu" and o.numel() <= _SMALL:
+        elif isinstance(o, torch.Tensor) and _small_host_tensor(o):
             template.append((o.clone(),))
         else:
             return [], [], f"an output that is not a device tensor ({type(o).__name__})"
@@ -135,6 +144,69 @@ def _flatten(out: Any) -> tuple[list[torch.Tensor], list, str | None]:
 
 def _constant(value: Any) -> Any:
     return value.clone() if isinstance(value, torch.Tensor) else value
+
+
+def _varying_ints(a: tuple, b: tuple) -> tuple[int, ...] | None:
+    """The positions where host keys a and b differ, if there they hold ints that move
+    together, all by the same amount (sizes of one growing dimension: a KV cache's length
+    and the attention mask's, one longer). n is the first of them."""
+    if len(a) != len(b):
+        return None
+    diff = tuple(i for i, (x, y) in enumerate(zip(a, b)) if x != y)
+    if not diff or any(a[i][0] != "int" or b[i][0] != "int" for i in diff):
+        return None
+    if len({b[i][1] - a[i][1] for i in diff}) != 1:
+        return None
+    return diff
+
+
+def _fit_template(ta: list, na: int, tb: list, nb: int) -> list | None:
+    """Output templates of two recordings as one: host ints that differ become
+    ("affine", slope, intercept) in n; None if they differ otherwise."""
+    if len(ta) != len(tb):
+        return None
+    out: list = []
+    for ea, eb in zip(ta, tb):
+        if isinstance(ea, int) or isinstance(eb, int):
+            if ea != eb:
+                return None
+            out.append(ea)
+        elif _same(ea[0], eb[0]):
+            out.append(ea)
+        elif type(ea[0]) is int and type(eb[0]) is int and (eb[0] - ea[0]) % (nb - na) == 0:
+            slope = (eb[0] - ea[0]) // (nb - na)
+            out.append(("affine", slope, ea[0] - slope * na))
+        else:
+            return None
+    return out
+
+
+def _template_at(fit: list, n: int) -> list:
+    return [(e[1] * n + e[2],) if isinstance(e, tuple) and len(e) == 3 else e for e in fit]
+
+
+def _same_template(a: list, b: list) -> bool:
+    return len(a) == len(b) and all(
+        x == y if isinstance(x, int) or isinstance(y, int) else _same(x[0], y[0]) for x, y in zip(a, b))
+
+
+class _Symbolic:
+    """Two recordings at values of one host int n (at key positions `positions`),
+    generalized: their integers as slope * n + intercept. Used only once it has predicted
+    a third recording."""
+
+    def __init__(self, positions: tuple[int, ...], key: tuple, graph, template: list,
+                 out_type: type):
+        self.positions = positions
+        self.key = key
+        self.graph = graph
+        self.template = template
+        self.out_type = out_type
+        self.trusted = False
+
+    def n_of(self, key: tuple) -> int | None:
+        """n for a key that differs from this one's base key in n only."""
+        return key[self.positions[0]][1] if _varying_ints(self.key, key) == self.positions else None
 
 
 class _Recording:
@@ -159,6 +231,9 @@ class WholeGraph:
         self._device: list[int] | None = None  # positions of the device inputs
         self._host: list[int] = []
         self._recordings: dict[tuple, _Recording] = {}
+        self._symbolic: _Symbolic | None = None
+        self._symbolic_failed = False  # a fit mispredicted: sizes here are not affine
+        self._instances: dict[tuple, _Recording] = {}
         self.failure: str | None = None if enabled() else "OPENNEURON_WHOLE_GRAPH=0"
 
     def __call__(self, *args):
@@ -180,7 +255,7 @@ class WholeGraph:
         key = _host_key(args, self._host)
         if key is None or any(not isinstance(args[i], torch.Tensor) for i in self._device):
             return None
-        rec = self._recordings.get(key)
+        rec = self._recordings.get(key) or self._instances.get(key) or self._instantiate(key)
         if rec is None:
             return self._record(args, key) if len(self._recordings) < _MAX_RECORDINGS else None
         if rec.validate:
@@ -211,17 +286,68 @@ class WholeGraph:
             _C._capture_abort()
             self._give_up(problem)
             return out
+        began = time.perf_counter()
         try:
             result = _C._capture_end(tensors)
         except Exception as e:  # noqa: BLE001 - e.g. an output type the engines cannot describe
             result = f"the outputs could not be described: {e}"
+        metrics.record_compiler_seconds(time.perf_counter() - began)
         if isinstance(result, str):
             self._give_up(result)
             return out
-        self._recordings[key] = _Recording(result, template, type(out))
+        rec = self._recordings[key] = _Recording(result, template, type(out))
         _dump(self._kind, self._code, result)
-        metrics.record_whole_graph(self._kind, result.captured_launches, result.instructions)
+        self._learn_sizes(key, rec)
+        metrics.record_whole_graph(self._kind, result.captured_launches, result.instructions,
+                                   result.fused_groups, result.scratch_bytes)
         return out
+
+    def _learn_sizes(self, key: tuple, rec: _Recording) -> None:
+        """Symbolic sizes: a second recording that differs from an earlier one in one host
+        int gives a fit; a third at another value of that int must match the fit's
+        prediction before the fit makes programs for values never run."""
+        from .. import _C
+
+        sym = self._symbolic
+        if self._symbolic_failed or rec.validate or (sym is not None and sym.trusted):
+            return
+        if sym is None:
+            for k, r in self._recordings.items():
+                p = None if r is rec or r.validate else _varying_ints(k, key)
+                if p is None or r.out_type is not rec.out_type:
+                    continue
+                na, nb = k[p[0]][1], key[p[0]][1]
+                graph = _C._generalize(r.program, na, rec.program, nb)
+                template = _fit_template(r.template, na, rec.template, nb)
+                if graph is not None and template is not None:
+                    self._symbolic = _Symbolic(p, k, graph, template, rec.out_type)
+                    return
+            return
+        n = sym.n_of(key)
+        if n is None:
+            return
+        if sym.graph.predicts(rec.program, n) and _same_template(_template_at(sym.template, n), rec.template):
+            sym.trusted = True
+        else:
+            self._symbolic, self._symbolic_failed = None, True
+            metrics.record_capture_failure(self._kind, "sizes that are not affine in a host int")
+
+    def _instantiate(self, key: tuple) -> _Recording | None:
+        """A program for new host values made from the trusted symbolic recording."""
+        sym = self._symbolic
+        n = sym.n_of(key) if sym is not None and sym.trusted else None
+        if n is None:
+            return None
+        began = time.perf_counter()
+        program = sym.graph.at(n)
+        metrics.record_compiler_seconds(time.perf_counter() - began)
+        if program is None:
+            return None
+        if len(self._instances) >= _MAX_INSTANCES:
+            self._instances.pop(next(iter(self._instances)))
+        rec = self._instances[key] = _Recording(program, _template_at(sym.template, n), sym.out_type)
+        metrics.record_instance()
+        return rec
 
     def _check_constants(self, rec: _Recording, args: tuple):
         rec.validate = False

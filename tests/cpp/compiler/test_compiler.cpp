@@ -119,7 +119,7 @@ TEST(Compile, MultiNodeGraphUsesScratchWithReuse) {
   g.add_node(Op::Relu, {s}, {r});
   g.add_node(Op::Sub, {r, va}, {vo});
   g.mark_output(vo);
-  auto p = compile(g);
+  auto p = compile(g, CompileOptions{false});  // unfused: every intermediate in scratch
   EXPECT_EQ(p->num_args, 5);
   EXPECT_EQ(p->instructions.size(), 4u);
   // m dies when s is written, so r reuses m's range: two 4000-byte buffers, 64-aligned.
@@ -208,7 +208,7 @@ TEST(Runtime, LaunchThroughStreams) {
   auto ha = HostTensor::make(DType::Float32, {n}).randomize(1);
   auto hb = HostTensor::make(DType::Float32, {n}).randomize(2);
   auto t = make_type(DType::Float32, {n});
-  // (a + 2b) * a via an intermediate in scratch.
+  // (a + 2b) * a via an intermediate in scratch (unfused).
   Graph g;
   ValueId va = g.add_input(ValueType::of(t)), vb = g.add_input(ValueType::of(t));
   ValueId al = g.add_input(ValueType::scalar_float());
@@ -216,7 +216,7 @@ TEST(Runtime, LaunchThroughStreams) {
   g.add_node(Op::Add, {va, vb, al}, {s});
   g.add_node(Op::Mul, {s, va}, {o});
   g.mark_output(o);
-  auto p = ProgramCache::global().get_or_compile(g);
+  auto p = compile(g, CompileOptions{false});
   ASSERT_GT(p->scratch_bytes, 0u);
   void *da, *db, *dout, *dscratch;
   const size_t bytes = n * 4;

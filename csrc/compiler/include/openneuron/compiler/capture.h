@@ -63,6 +63,8 @@ class CaptureBuilder {
   static uint64_t extent_bytes(const TensorType& t);
 
   const Graph& graph() const { return graph_; }
+  // The input storages some launch wrote (in-place updates of the graph's inputs).
+  std::vector<int> written_storages() const;
   const std::vector<InputSlot>& input_slots() const { return slots_; }
   // Bytes of each output buffer, in Graph::outputs() order.
   const std::vector<uint64_t>& output_bytes() const { return output_bytes_; }

@@ -35,6 +35,7 @@ struct Program {
   int32_t num_args = 0;       // inputs + outputs (+1 if scratch_bytes > 0)
   uint64_t scratch_bytes = 0; // device scratch the caller allocates and passes last
   std::string name;
+  int32_t fused_groups = 0;  // runs of elementwise nodes the fusion pass fused
   // Host-side copy of the instructions in `handle` (debugging, host execution).
   std::vector<Instruction> instructions;
 
@@ -57,8 +58,18 @@ bool run_on_host(const Program& program, const onrt_arg* args, int32_t nargs,
 // Throws CompileError for any other op.
 int64_t philox_offset_increment(Op op, std::initializer_list<int64_t> dims);
 
+struct CompileOptions {
+  // Fuse runs of elementwise ops (fuse.cpp). Results stay bit-equal to the
+  // unfused ops.
+  bool fuse = true;
+};
+
+// The options of this process: OPENNEURON_FUSION=0 in the environment turns
+// fusion off. What the program cache and whole-graph programs compile with.
+const CompileOptions& process_compile_options();
+
 // Lowers a graph. Throws CompileError.
-std::shared_ptr<const Program> compile(const Graph& graph);
+std::shared_ptr<const Program> compile(const Graph& graph, const CompileOptions& options = {});
 
 // Readable listings (debug dumps): every value with its type (views with their
 // base and offset) and every node; every instruction with its argument slots.
@@ -72,7 +83,8 @@ struct CacheStats {
   double compile_seconds = 0;  // total time spent compiling
 };
 
-// Process-wide cache keyed by Graph::signature(). Thread-safe. A failed
+// Process-wide cache keyed by Graph::signature(), compiling with
+// process_compile_options(). Thread-safe. A failed
 // compilation is not cached (the next call retries and raises again).
 class ProgramCache {
  public:

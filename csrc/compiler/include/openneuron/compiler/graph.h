@@ -239,6 +239,12 @@ namespace openneuron::compiler {
                    dropout_p(f), seed(i), offset(i) -> grad_q, grad_k, grad_v (the      \
                    sizes of q, k, v; q's dtype); attrs as Attention */
 
+// fused (fuse.cpp, lower_fused.cpp): made by the compiler's passes, never by the
+// torch bridge.
+#define OPENNEURON_FUSED_OPS(_)                                                         \
+  _(FusedElementwise) /* loaded tensors..., scalars... -> stored tensors...: a chain    \
+                         of elementwise steps (attrs: see fuse.cpp) */
+
 #define OPENNEURON_FOR_EACH_OP(_)                                                       \
   OPENNEURON_CREATION_OPS(_)                                                            \
   OPENNEURON_RNG_OPS(_)                                                                 \
@@ -254,7 +260,8 @@ namespace openneuron::compiler {
   OPENNEURON_OPTIM_OPS(_)                                                               \
   OPENNEURON_CONV_OPS(_)                                                                \
   OPENNEURON_POOL_OPS(_)                                                                \
-  OPENNEURON_ATTENTION_OPS(_)
+  OPENNEURON_ATTENTION_OPS(_)                                                           \
+  OPENNEURON_FUSED_OPS(_)
 
 enum class Op : uint16_t {
 #define OPENNEURON_OP_ENUM(name) name,
@@ -315,6 +322,8 @@ class Graph {
   void add_node(Op op, std::vector<ValueId> inputs, std::vector<ValueId> outputs,
                 std::vector<int64_t> attrs = {});
   void mark_output(ValueId v);
+  // The same values, inputs, outputs and views with other nodes (a pass's result).
+  Graph with_nodes(std::vector<Node> nodes) const;
 
   // One node whose operands are all launch arguments: operands[0..num_inputs)
   // are inputs, the rest outputs.
@@ -336,6 +345,14 @@ class Graph {
   // Canonical byte encoding of everything that affects the compiled program;
   // the program cache key.
   std::string signature() const;
+
+  // The graph split in two (graph_fields.cpp): every integer that may follow the
+  // sizes (tensor sizes and strides, view offsets, node attributes), in a fixed
+  // order, and everything else. Two graphs with equal structure() differ only in
+  // int_fields(); with_int_fields() puts other values in their place.
+  std::vector<int64_t> int_fields() const;
+  std::string structure() const;
+  Graph with_int_fields(const std::vector<int64_t>& fields) const;
 
  private:
   std::vector<ValueType> values_;

@@ -43,6 +43,10 @@ onrt_kernel_fn binary_kernel(BinaryOp op, DType out, DType in);
 // For Where, `in` is the dtype of the value operands (cond is Bool).
 onrt_kernel_fn ternary_kernel(TernaryOp op, DType out, DType in);
 
+// --- fused elementwise (fused_elementwise.cpp)
+// FusedElementwiseParams: a chain of elementwise steps, one pass over tiles.
+int fused_elementwise(const void* params, const onrt_arg* args, char* err, size_t errlen);
+
 // --- activation (activation.cpp)
 // ElementwiseParams for an ActOp. `in` is the dtype of the tensor inputs; out
 // equals in except IsInf/IsFinite (Bool). Transcendentals: Float32/BFloat16/

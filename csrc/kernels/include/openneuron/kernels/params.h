@@ -61,18 +61,24 @@ inline constexpr int kMaxOperands = 5;  // output + up to 4 inputs
 // Iteration plan of an elementwise op, computed at compile time: size-1 dims
 // dropped, dims ordered innermost-first by the output's strides, and adjacent
 // dims merged where every operand allows it. Operand 0 is the output; scalar
-// operands have all-zero strides. Strides are in bytes.
-struct LoopPlan {
+// operands have all-zero strides. Strides are in bytes. N operands at most.
+template <int N>
+struct BasicLoopPlan {
   int32_t ndim = 1;
   int32_t nops = 1;
   int64_t numel = 0;
   int64_t sizes[kMaxDims] = {};
-  int64_t strides[kMaxOperands][kMaxDims] = {};
+  int64_t strides[N][kMaxDims] = {};
 };
+using LoopPlan = BasicLoopPlan<kMaxOperands>;
 
 // Builds a plan over `sizes` (the output's) for operands given by their types;
-// a null type is a scalar operand (stride 0 everywhere).
-LoopPlan make_loop_plan(const TensorType* const* operand_types, int nops);
+// a null type is a scalar operand (stride 0 everywhere). nops <= N.
+template <int N>
+BasicLoopPlan<N> make_basic_loop_plan(const TensorType* const* operand_types, int nops);
+inline LoopPlan make_loop_plan(const TensorType* const* operand_types, int nops) {
+  return make_basic_loop_plan<kMaxOperands>(operand_types, nops);
+}
 
 // An elementwise op of any family (copy, fill, elementwise, activation,
 // DropoutBackward): out = ops[0], inputs = ops[1..]. `coef` holds op
@@ -83,6 +89,45 @@ struct ElementwiseParams {
   Operand ops[kMaxOperands];
   ScalarArg coef[2];
   LoopPlan plan;
+};
+
+// ------------------------------------------------------------ fused elementwise
+
+// A chain of elementwise ops run as one pass over cache-sized tiles
+// (fused_elementwise.cpp): each step computes exactly as its op's own kernel
+// (the same formula in float, half-type results rounded as a stored result
+// would be), so the chain's results equal the unfused ops' bit for bit.
+enum class FusedOp : uint8_t {
+  Copy,  // a -> a in the step's dtype (a conversion)
+  Neg, Abs, Exp, Sqrt, Rsqrt, Reciprocal, Tanh, Sigmoid, Relu, Silu, Erf, GeluErf, GeluTanh,
+  Add, Sub,  // a + coef * b, a - coef * b
+  Mul, Div, Maximum, Minimum,
+  ThresholdBackward,  // coef = threshold
+  GeluErfBackward, GeluTanhBackward, SigmoidBackward, TanhBackward, SiluBackward,
+};
+
+inline constexpr int kMaxFusedOperands = 12;  // tensors loaded or stored
+inline constexpr int kMaxFusedSteps = 32;
+inline constexpr int kMaxFusedScalars = 8;
+using FusedLoopPlan = BasicLoopPlan<kMaxFusedOperands>;
+
+// Registers: [0, nin) hold the loaded tensor inputs, nin + i the result of step i.
+// A source s >= 0 is register s; s < 0 is scalar -1 - s.
+struct FusedStep {
+  FusedOp op = FusedOp::Copy;
+  DType dtype = DType::Float32;  // the result's: Float32, BFloat16 or Float16
+  int8_t a = 0, b = 0;           // b unused by one-operand ops
+  int8_t coef = -1;              // scalar index of alpha/threshold; -1: 1
+};
+
+struct FusedElementwiseParams {
+  uint8_t nout = 0, nin = 0, nsteps = 0, nscalars = 0;
+  // Tensor operands, outputs first: [0, nout) stored, [nout, nout + nin) loaded.
+  Operand tensors[kMaxFusedOperands];
+  int8_t out_reg[kMaxFusedOperands] = {};  // the register output k stores
+  ScalarArg scalars[kMaxFusedScalars];
+  FusedStep steps[kMaxFusedSteps];
+  FusedLoopPlan plan;  // over `tensors`, in their order
 };
 
 // ------------------------------------------------------------ creation and copy

@@ -54,9 +54,9 @@ std::shared_ptr<const Program> compile(const Graph& source, const CompileOptions
   using namespace detail;
   const std::string pname = program_name(source);
   int fused_groups = 0;
-  Graph fused;
+  std::optional<Graph> fused;
   if (options.fuse && source.nodes().size() > 1) fused = fuse_elementwise(source, &fused_groups);
-  const Graph& graph = fused_groups > 0 ? fused : source;
+  const Graph& graph = fused ? *fused : source;
   const auto& values = graph.values();
   const int nv = static_cast<int>(values.size());
   auto graph_error = [&](const std::string& msg) { throw CompileError(pname + ": " + msg); };
@@ -155,6 +155,10 @@ std::shared_ptr<const Program> compile(const Graph& source, const CompileOptions
     r = refs[view.base];
     if (!r.is_tensor()) graph_error("view " + std::to_string(v) + " of value " + std::to_string(view.base) +
                                     ", which is neither an argument nor read or written by a node");
+    if (view.offset < 0 ||
+        static_cast<uint64_t>(view.offset) + storage_bytes(values[v].tensor) > storage_bytes(values[view.base].tensor))
+      graph_error("view " + std::to_string(v) + " (" + describe(values[v].tensor) + " at byte " +
+                  std::to_string(view.offset) + ") reaches past its base " + describe(values[view.base].tensor));
     r.offset += view.offset;
     r.type = values[v].tensor;
   }

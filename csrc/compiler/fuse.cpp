@@ -16,6 +16,7 @@
 // DType, source a, source b, coefficient scalar or -1), then per output the
 // register it stores]. Registers as kernels::FusedStep describes them.
 #include <algorithm>
+#include <optional>
 
 #include "lowering.h"
 
@@ -171,6 +172,13 @@ class Fuser {
     first_touch_.assign(nv, -1);
     last_touch_.assign(nv, -1);
     launch_.assign(nv, 0);
+    auto known = [&](ValueId v) { return v >= 0 && v < nv; };
+    for (const auto* list : {&g.inputs(), &g.outputs()})
+      for (ValueId v : *list) valid_ = valid_ && known(v);
+    for (const Node& n : g.nodes())
+      for (const auto* list : {&n.inputs, &n.outputs})
+        for (ValueId v : *list) valid_ = valid_ && known(v);
+    if (!valid_) return;  // compile() reports the bad id
     for (ValueId v : g.inputs()) launch_[v] = 1;
     for (ValueId v : g.outputs()) launch_[v] = 1;
     for (int i = 0; i < static_cast<int>(g.nodes().size()); ++i) {
@@ -185,24 +193,28 @@ class Fuser {
     }
   }
 
-  Graph run(int* groups) {
+  // The fused graph, or nullopt when nothing changed.
+  std::optional<Graph> run(int* groups) {
+    *groups = 0;
+    if (!valid_) return std::nullopt;
     std::vector<Node> out;
     const auto& nodes = g_.nodes();
-    *groups = 0;
+    bool changed = false;
     size_t i = 0;
     while (i < nodes.size()) {
       Group grp;
       size_t j = i;
       while (j < nodes.size() && add(grp, static_cast<int>(j))) ++j;
       if (j - i >= 2) {
-        emit(grp, out);
-        ++*groups;
+        *groups += emit(grp, out);
+        changed = true;
         i = j;
       } else {
         out.push_back(nodes[i]);
         ++i;
       }
     }
+    if (!changed) return std::nullopt;
     return g_.with_nodes(std::move(out));
   }
 
@@ -244,6 +256,8 @@ class Fuser {
       const TensorType& t = g_.values()[v].tensor;
       if (!same_sizes(t, ot) || !half_or_float(t.dtype)) return false;
       if (n.op != Op::Copy && t.dtype != ot.dtype) return false;
+      // A same-dtype copy moves bits; through float a half NaN's payload would change.
+      if (n.op == Op::Copy && t.dtype == ot.dtype && t.dtype != DType::Float32) return false;
       const Place p = place_of(g_, v);
       if (const Group::Written* w = find_written(grp, p)) {
         src[k] = {Src::Step, w->step};
@@ -336,7 +350,8 @@ class Fuser {
     return launch_[b] || first_touch_[b] < grp.first || last_touch_[b] > grp.last;
   }
 
-  void emit(const Group& grp, std::vector<Node>& out) const {
+  // Appends the group's node; false when the group is dead code (nothing appended).
+  bool emit(const Group& grp, std::vector<Node>& out) const {
     const int nin = static_cast<int>(grp.inputs.size());
     auto reg = [&](const Src& s) -> int64_t {
       switch (s.kind) {
@@ -356,7 +371,7 @@ class Fuser {
       outputs.push_back(w.value);
       out_regs.push_back(nin + w.step);
     }
-    if (outputs.empty()) return;  // no result is ever read: dead code
+    if (outputs.empty()) return false;  // no result is ever read: dead code
     std::vector<int64_t> attrs = {nin, static_cast<int64_t>(grp.scalars.size()),
                                   static_cast<int64_t>(grp.steps.size()),
                                   static_cast<int64_t>(outputs.size())};
@@ -369,15 +384,19 @@ class Fuser {
     inputs.insert(inputs.end(), grp.scalars.begin(), grp.scalars.end());
     out.push_back(
         Node{Op::FusedElementwise, std::move(inputs), std::move(outputs), std::move(attrs)});
+    return true;
   }
 
   const Graph& g_;
   std::vector<int> first_touch_, last_touch_;
   std::vector<char> launch_;
+  bool valid_ = true;  // every id in range
 };
 
 }  // namespace
 
-Graph fuse_elementwise(const Graph& graph, int* groups) { return Fuser(graph).run(groups); }
+std::optional<Graph> fuse_elementwise(const Graph& graph, int* groups) {
+  return Fuser(graph).run(groups);
+}
 
 }  // namespace openneuron::compiler::detail

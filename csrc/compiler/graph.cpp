@@ -58,6 +58,38 @@ Graph Graph::with_nodes(std::vector<Node> nodes) const {
   return g;
 }
 
+Graph Graph::assemble(std::vector<ValueType> values, std::vector<ValueId> inputs,
+                      std::vector<ValueId> outputs, std::vector<ViewOf> views,
+                      std::vector<Node> nodes) {
+  const auto n = static_cast<ValueId>(values.size());
+  auto check = [&](ValueId v) {
+    if (v < 0 || v >= n) throw std::invalid_argument("Graph::assemble: value id out of range");
+  };
+  if (views.size() > values.size()) throw std::invalid_argument("Graph::assemble: too many views");
+  for (size_t v = 0; v < views.size(); ++v) {
+    const ViewOf& view = views[v];
+    if (view.base < 0) continue;
+    check(view.base);
+    const bool base_ok = values[view.base].kind == ValueKind::Tensor &&
+                         !(static_cast<size_t>(view.base) < views.size() && views[view.base].base >= 0);
+    if (!base_ok || values[v].kind != ValueKind::Tensor || view.offset < 0)
+      throw std::invalid_argument("Graph::assemble: view " + std::to_string(v) + " is malformed");
+  }
+  for (ValueId v : inputs) check(v);
+  for (ValueId v : outputs) check(v);
+  for (const Node& node : nodes) {
+    for (ValueId v : node.inputs) check(v);
+    for (ValueId v : node.outputs) check(v);
+  }
+  Graph g;
+  g.values_ = std::move(values);
+  g.inputs_ = std::move(inputs);
+  g.outputs_ = std::move(outputs);
+  g.views_ = std::move(views);
+  g.nodes_ = std::move(nodes);
+  return g;
+}
+
 Graph Graph::single_op(Op op, const std::vector<ValueType>& operands, int num_inputs,
                        std::vector<int64_t> attrs) {
   Graph g;

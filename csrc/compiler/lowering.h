@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstring>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -225,8 +226,9 @@ void lower_fused_elementwise(LowerCtx&);
 
 // ---- passes
 
-// Runs of consecutive elementwise nodes become FusedElementwise nodes; *groups
-// counts them. (fuse.cpp)
-Graph fuse_elementwise(const Graph& graph, int* groups);
+// Runs of consecutive elementwise nodes become FusedElementwise nodes (*groups
+// counts them) and runs whose results nobody reads are dropped; nullopt when
+// nothing changed. (fuse.cpp)
+std::optional<Graph> fuse_elementwise(const Graph& graph, int* groups);
 
 }  // namespace openneuron::compiler::detail

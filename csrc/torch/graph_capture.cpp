@@ -19,6 +19,7 @@
 #include "engine.h"
 #include "openneuron/compiler/affine_fit.h"
 #include "openneuron/compiler/capture.h"
+#include "openneuron/compiler/graph_io.h"
 #include "openneuron/compiler/compiler.h"
 
 namespace py = pybind11;
@@ -249,6 +250,150 @@ class CapturedGraph {
     return g;
   }
 
+  // The recording as bytes for the on-disk cache (compiler/graph_io.h), or nothing when
+  // it cannot be replayed by another process (a random op on a caller's generator).
+  std::optional<std::string> serialize() const {
+    for (const RandomDraw& d : draws)
+      if (d.gen) return std::nullopt;
+    compiler::ByteWriter w;
+    compiler::write_graph(w, graph);
+    w.i64(device);
+    w.i64(captured_launches);
+    w.i64(static_cast<int64_t>(slots.size()));
+    for (const auto& sl : slots) {
+      w.i64(sl.storage);
+      w.i64(sl.draw);
+      w.i64(sl.draw_offset);
+      w.i64(sl.constant.i);  // the union's bits, whichever member was set
+    }
+    w.ints({output_bytes.begin(), output_bytes.end()});
+    w.i64(static_cast<int64_t>(guards.size()));
+    for (const InputGuard& g : guards) {
+      w.i64(g.storage);
+      w.i64(static_cast<int64_t>(g.dtype));
+      w.ints(g.sizes);
+      w.ints(g.strides);
+      w.i64(g.storage_offset);
+      w.i64(static_cast<int64_t>(g.nbytes));
+    }
+    w.ints({storage_input.begin(), storage_input.end()});
+    w.ints({written_inputs.begin(), written_inputs.end()});
+    w.i64(static_cast<int64_t>(outputs.size()));
+    for (const OutputSpec& o : outputs) {
+      w.i64(o.where.kind);
+      w.i64(o.where.index);
+      w.i64(o.where.offset);
+      w.i64(static_cast<int64_t>(o.dtype));
+      w.ints(o.sizes);
+      w.ints(o.strides);
+    }
+    w.i64(static_cast<int64_t>(draws.size()));
+    for (const RandomDraw& d : draws) {
+      w.i64(d.device);
+      w.i64(static_cast<int64_t>(d.increment));
+    }
+    return w.take();
+  }
+
+  // The inverse of serialize(), compiled. Throws compiler::FormatError for bytes that
+  // are not such a recording (checked field by field; the graph must compile).
+  static std::shared_ptr<CapturedGraph> deserialize(const std::string& bytes) {
+    using compiler::FormatError;
+    compiler::ByteReader r(bytes);
+    auto g = std::make_shared<CapturedGraph>();
+    g->graph = compiler::read_graph(r);
+    g->device = static_cast<c10::DeviceIndex>(r.in_range(0, 1023, "device"));
+    g->captured_launches = r.in_range(0, INT64_MAX, "launch count");
+    g->nodes = g->graph.nodes().size();
+    const int64_t nslots = r.count(32, "slot count");
+    if (nslots != static_cast<int64_t>(g->graph.inputs().size())) throw FormatError("slot count");
+    for (int64_t i = 0; i < nslots; ++i) {
+      compiler::CaptureBuilder::InputSlot sl;
+      sl.storage = static_cast<int>(r.in_range(-1, 1 << 24, "slot storage"));
+      sl.draw = static_cast<int>(r.in_range(-1, 1 << 24, "slot draw"));
+      sl.draw_offset = r.in_range(0, 1, "slot draw offset") != 0;
+      sl.constant.i = r.i64();
+      g->slots.push_back(sl);
+    }
+    for (int64_t n : r.ints(1 << 24)) {
+      if (n < 0) throw FormatError("output buffer size");
+      g->output_bytes.push_back(static_cast<uint64_t>(n));
+    }
+    if (g->output_bytes.size() != g->graph.outputs().size()) throw FormatError("output count");
+    auto scalar_type = [&]() {
+      return static_cast<c10::ScalarType>(
+          r.in_range(0, static_cast<int64_t>(c10::ScalarType::NumOptions) - 1, "dtype"));
+    };
+    const int64_t nguards = r.count(40, "input count");
+    for (int64_t i = 0; i < nguards; ++i) {
+      InputGuard gd;
+      gd.storage = static_cast<int>(r.in_range(-1, 1 << 24, "input storage"));
+      gd.dtype = scalar_type();
+      gd.sizes = r.ints(64);
+      gd.strides = r.ints(64);
+      gd.storage_offset = r.in_range(0, INT64_MAX, "storage offset");
+      gd.nbytes = static_cast<uint64_t>(r.in_range(0, INT64_MAX, "storage bytes"));
+      if (gd.sizes.size() != gd.strides.size()) throw FormatError("input layout");
+      g->guards.push_back(std::move(gd));
+    }
+    const int64_t ninputs = static_cast<int64_t>(g->guards.size());
+    for (int64_t i : r.ints(1 << 24)) {
+      if (i < -1 || i >= ninputs) throw FormatError("storage input");
+      g->storage_input.push_back(static_cast<int>(i));
+    }
+    for (int64_t i : r.ints(1 << 24)) {
+      if (i < 0 || i >= ninputs) throw FormatError("written input");
+      g->written_inputs.push_back(static_cast<int>(i));
+    }
+    const int64_t nstorages = static_cast<int64_t>(g->storage_input.size());
+    for (const InputGuard& gd : g->guards)
+      if (gd.storage >= nstorages) throw FormatError("input storage");
+    // Every storage a launch uses is held by an input of that storage.
+    auto held = [&](int storage) {
+      return storage >= 0 && storage < nstorages && g->storage_input[storage] >= 0 &&
+             g->guards[g->storage_input[storage]].storage == storage;
+    };
+    const int64_t nouts = r.count(48, "output count");
+    for (int64_t i = 0; i < nouts; ++i) {
+      OutputSpec o;
+      o.where.kind = static_cast<compiler::CaptureBuilder::Location::Kind>(
+          r.in_range(0, compiler::CaptureBuilder::Location::Empty, "output kind"));
+      o.where.index = static_cast<int>(r.i64());
+      o.where.offset = r.in_range(0, INT64_MAX, "output offset");
+      o.dtype = scalar_type();
+      o.sizes = r.ints(64);
+      o.strides = r.ints(64);
+      const int64_t bound = o.where.kind == compiler::CaptureBuilder::Location::Input
+                                ? nstorages
+                                : static_cast<int64_t>(g->output_bytes.size());
+      if (o.sizes.size() != o.strides.size() ||
+          (o.where.kind != compiler::CaptureBuilder::Location::Empty &&
+           (o.where.index < 0 || o.where.index >= bound)) ||
+          (o.where.kind == compiler::CaptureBuilder::Location::Input && !held(o.where.index)))
+        throw FormatError("output");
+      g->outputs.push_back(std::move(o));
+    }
+    const int64_t ndraws = r.count(16, "draw count");
+    for (int64_t i = 0; i < ndraws; ++i) {
+      RandomDraw d;
+      d.device = static_cast<c10::DeviceIndex>(r.in_range(0, 1023, "draw device"));
+      d.increment = static_cast<uint64_t>(r.in_range(0, INT64_MAX, "draw increment"));
+      g->draws.push_back(d);
+    }
+    for (const auto& sl : g->slots)
+      if ((sl.storage >= 0 && !held(sl.storage)) || sl.draw >= ndraws) throw FormatError("slot");
+    if (!r.done()) throw FormatError("trailing bytes");
+    try {
+      g->program = compiler::compile(g->graph, compiler::process_compile_options());
+    } catch (const compiler::CompileError& e) {
+      throw FormatError(std::string("the graph does not compile: ") + e.what());
+    }
+    const int64_t args = nslots + static_cast<int64_t>(g->output_bytes.size()) +
+                         (g->program->scratch_bytes > 0 ? 1 : 0);
+    if (args != g->program->num_args) throw FormatError("argument count");
+    return g;
+  }
+
  private:
   bool int_constant(size_t i) const {
     return slots[i].storage < 0 && slots[i].draw < 0 &&
@@ -276,6 +421,8 @@ struct SymbolicGraph {
 
   static std::shared_ptr<SymbolicGraph> generalize(const CapturedGraph& a, int64_t na,
                                                    const CapturedGraph& b, int64_t nb) {
+    // Random ops reserve ceil(elements / 4) Philox blocks: not affine in the sizes.
+    if (!a.draws.empty()) return nullptr;
     std::string sa = a.structure();
     if (sa != b.structure()) return nullptr;
     auto f = compiler::AffineFit::fit(a.int_fields(), na, b.int_fields(), nb);
@@ -404,6 +551,12 @@ void bind_graph_capture(py::module_& m) {
                              [](const CapturedGraph& g) { return g.program->scratch_bytes; })
       .def_property_readonly("fused_groups",
                              [](const CapturedGraph& g) { return g.program->fused_groups; })
+      .def("serialize",
+           [](const CapturedGraph& g) -> py::object {
+             auto bytes = g.serialize();
+             if (!bytes) return py::none();
+             return py::bytes(*bytes);
+           })
       .def("dump", [](const CapturedGraph& g) {
         return compiler::to_text(g.graph) + "\n" + compiler::to_text(*g.program);
       });
@@ -412,6 +565,16 @@ void bind_graph_capture(py::module_& m) {
       .def("at", &SymbolicGraph::at, py::arg("n"), py::call_guard<py::gil_scoped_release>());
   m.def("_generalize", &SymbolicGraph::generalize, py::arg("a"), py::arg("na"), py::arg("b"),
         py::arg("nb"));
+  m.def(
+      "_load_recording",
+      [](const py::bytes& data) {
+        try {
+          return CapturedGraph::deserialize(std::string(data));
+        } catch (const compiler::FormatError& e) {
+          throw py::value_error(std::string("not a valid recording: ") + e.what());
+        }
+      },
+      py::arg("data"));
   m.def("_capture_begin", &capture_begin, py::arg("inputs"));
   m.def("_capture_end", &capture_end, py::arg("outputs"));
   m.def("_capture_abort", &capture_abort);

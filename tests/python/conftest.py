@@ -5,6 +5,10 @@ import sys
 import pytest
 import torch
 
+# Tests count recordings and op-by-op calls: entries another test (or run) left on disk
+# would change those counts. test_compile_disk_cache.py turns the disk cache on itself.
+os.environ["OPENNEURON_DISK_CACHE"] = "0"
+
 
 def run_python(code: str, **env) -> subprocess.CompletedProcess:
     """Runs `code` in a fresh interpreter (for process-wide settings like env vars)."""

@@ -92,7 +92,9 @@ def _graph_compiler(kind: str, fallback: bool) -> Callable:
         metrics.record_compile(kind, graph_check.count_ops(gm),
                                0.0 if nested else time.perf_counter() - start,
                                library_ops=len(graph_check.library_ops(gm)))
-        return make_boxed_func(_watch_first_call(WholeGraph(gm.forward, kind, gm.code), kind, bool(missing)))
+        whole = WholeGraph(gm.forward, kind, gm.code,
+                           sizes_not_polynomial=graph_check.non_polynomial_size(gm))
+        return make_boxed_func(_watch_first_call(whole, kind, bool(missing)))
 
     return compile_graph
 

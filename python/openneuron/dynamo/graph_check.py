@@ -133,3 +133,29 @@ def library_ops(gm: torch.fx.GraphModule) -> list[str]:
     """The graph's ops that run through the host library (no lowering of our own)."""
     return [n.target.name() for n in _op_nodes(gm)
             if kernel_kind(n.target) == "library" and _touches_neuron(n)]
+
+
+def _polynomial(v) -> bool:
+    if not isinstance(v, torch.SymInt):
+        return True
+    expr = v.node.expr
+    return not expr.free_symbols or expr.is_polynomial(*expr.free_symbols) is True
+
+
+def non_polynomial_size(gm: torch.fx.GraphModule) -> str | None:
+    """The first node whose sizes, strides, storage offset or int value Dynamo derives from
+    its size symbols by floor division, modulo, min, max or the like (None if none does):
+    such a graph's recordings must not be extrapolated from a few sizes (whole_graph.py)."""
+    for node in gm.graph.nodes:
+        val = node.meta.get("val")
+        for x in val if isinstance(val, (list, tuple)) else [val]:
+            if isinstance(x, torch.Tensor):
+                try:
+                    items = [*x.shape, *x.stride(), x.storage_offset()]
+                except RuntimeError:  # layouts without strides
+                    items = list(x.shape)
+            else:
+                items = [x]
+            if not all(_polynomial(i) for i in items):
+                return node.name
+    return None

@@ -53,6 +53,12 @@ def record_compiler_seconds(seconds: float) -> None:
         _compiler_seconds += seconds
 
 
+def record_disk_cache(counter: str) -> None:
+    """disk_cache_hits / _misses / _writes: recordings loaded, looked for in vain, written."""
+    with _lock:
+        _counts[counter] += 1
+
+
 def record_instance() -> None:
     """A program made from a symbolic recording for a host int value never run."""
     with _lock:
@@ -77,14 +83,16 @@ def get_dynamo_metrics() -> dict:
     with ops lacking a native lowering, and those ops. Whole-graph programs: graphs recorded
     as one program (and the eager launches and instructions in them, the fused elementwise
     chains among those instructions, the largest scratch arena of one program), programs
-    made from symbolic recordings for sizes never run (`symbolic_instances`), graphs left
+    made from symbolic recordings for sizes never run (`symbolic_instances`), recordings
+    loaded from, missed in and written to the disk cache (`disk_cache_*`), graphs left
     op by op with the reasons (`capture_failures`), and calls of each kind."""
     with _lock:
         out = {k: _counts.get(k, 0) for k in (
             "dynamo_graphs", "forward_graphs", "backward_graphs", "inference_graphs",
             "graph_ops", "graph_library_ops", "fallback_graphs", "whole_graph_programs",
             "recorded_launches", "program_instructions", "fused_groups",
-            "max_program_scratch_bytes", "symbolic_instances", "op_by_op_graphs",
+            "max_program_scratch_bytes", "symbolic_instances", "disk_cache_hits",
+            "disk_cache_misses", "disk_cache_writes", "op_by_op_graphs",
             "whole_graph_calls", "op_by_op_calls")}
         out["compile_seconds"] = _seconds
         out["compiler_seconds"] = _compiler_seconds

@@ -9,8 +9,9 @@ dynamic shapes, small CPU tensors) are part of a recording: each distinct set of
 values is recorded once, up to _MAX_RECORDINGS per graph. A graph whose run cannot be
 replayed (a host read of device data, a CPU kernel, large host inputs) keeps running op by
 op; `torch.neuron.get_dynamo_metrics()["capture_failures"]` says why.
-OPENNEURON_WHOLE_GRAPH=0 turns recording off; OPENNEURON_DEBUG_DIR (or
-TORCH_NEURONX_DEBUG_DIR) receives a listing of each recording.
+Recordings are also written to an on-disk cache (disk_cache.py) that a fresh process
+loads instead of recording. OPENNEURON_WHOLE_GRAPH=0 turns recording off;
+OPENNEURON_DEBUG_DIR (or TORCH_NEURONX_DEBUG_DIR) receives a listing of each recording.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from typing import Any
 
 import torch
 
-from . import metrics
+from . import disk_cache, metrics
 
 
 _dumps = itertools.count()
@@ -224,7 +225,8 @@ class WholeGraph:
     """Runs `run` (the graph's FX code) op by op on a call with new host input values while
     recording it; later calls with those values launch the recorded program."""
 
-    def __init__(self, run: Callable, kind: str, code: str = ""):
+    def __init__(self, run: Callable, kind: str, code: str = "",
+                 sizes_not_polynomial: str | None = None):
         self._run = run
         self._kind = kind
         self._code = code  # the FX graph's Python, for debug dumps
@@ -232,7 +234,13 @@ class WholeGraph:
         self._host: list[int] = []
         self._recordings: dict[tuple, _Recording] = {}
         self._symbolic: _Symbolic | None = None
-        self._symbolic_failed = False  # a fit mispredicted: sizes here are not affine
+        # Why sizes are not fitted: Dynamo derives one by floor division or the like, or a
+        # fit mispredicted. Reported once a second size is recorded.
+        self._no_fit: str | None = None
+        if sizes_not_polynomial is not None:
+            self._no_fit = (f"sizes derived by floor division, modulo, min or max (node "
+                            f"{sizes_not_polynomial}): each size is recorded")
+        self._no_fit_reported = False
         self._instances: dict[tuple, _Recording] = {}
         self.failure: str | None = None if enabled() else "OPENNEURON_WHOLE_GRAPH=0"
 
@@ -257,16 +265,74 @@ class WholeGraph:
             return None
         rec = self._recordings.get(key) or self._instances.get(key) or self._instantiate(key)
         if rec is None:
-            return self._record(args, key) if len(self._recordings) < _MAX_RECORDINGS else None
+            if len(self._recordings) >= _MAX_RECORDINGS:
+                return None
+            disk_key = self._disk_key(args, key)
+            rec = self._load(key, disk_key)
+            if rec is None:
+                return self._record(args, key, disk_key)
         if rec.validate:
             return self._check_constants(rec, args)
         out = rec.program.run([args[i] for i in self._device])
         if out is None:  # an input layout the program was not recorded for
+            if self._instances.pop(key, None) is not None:  # the fit predicted it wrong
+                self._fit_failed()
             return None
         metrics.record_graph_call(whole=True)
         return rec.out_type(out[e] if isinstance(e, int) else _constant(e[0]) for e in rec.template)
 
-    def _record(self, args: tuple, key: tuple):
+    def _disk_key(self, args: tuple, key: tuple) -> str | None:
+        if not disk_cache.enabled():
+            return None
+        return disk_cache.entry_key(self._kind, self._code, [args[i] for i in self._device], key)
+
+    def _load(self, key: tuple, disk_key: str | None) -> _Recording | None:
+        """A recording another process (or an earlier run) wrote, or None."""
+        from .. import _C
+
+        entry = disk_cache.load(disk_key) if disk_key is not None else None
+        if entry is None:
+            if disk_key is not None:
+                metrics.record_disk_cache("disk_cache_misses")
+            return None
+        header, blob = entry
+        began = time.perf_counter()
+        try:
+            program = _C._load_recording(blob)
+            template = [e["t"] if "t" in e else (e["c"],) for e in header["template"]]
+            out_type = {"tuple": tuple, "list": list}[header["out_type"]]
+        except (ValueError, KeyError, TypeError) as e:
+            disk_cache.discard(disk_key, str(e))
+            return None
+        finally:
+            metrics.record_compiler_seconds(time.perf_counter() - began)
+        rec = self._recordings[key] = _Recording(program, template, out_type)
+        metrics.record_disk_cache("disk_cache_hits")
+        self._learn_sizes(key, rec)
+        return rec
+
+    def _store(self, disk_key: str | None, rec: _Recording) -> None:
+        """Writes a new recording to the disk cache, if it can be replayed elsewhere."""
+        if disk_key is None or rec.validate or rec.out_type not in (tuple, list):
+            return
+        template = []
+        for e in rec.template:
+            if isinstance(e, int):
+                template.append({"t": e})
+            elif e[0] is None or isinstance(e[0], (bool, int, float)):
+                template.append({"c": e[0]})
+            else:
+                return  # a host tensor output: compared at run time, not stored
+        blob = rec.program.serialize()
+        if blob is None:
+            return
+        header = {"kind": self._kind, "nodes": rec.program.nodes,
+                  "instructions": rec.program.instructions, "created": time.time(),
+                  "template": template, "out_type": rec.out_type.__name__}
+        if disk_cache.store(disk_key, header, blob):
+            metrics.record_disk_cache("disk_cache_writes")
+
+    def _record(self, args: tuple, key: tuple, disk_key: str | None = None):
         from .. import _C
 
         versions = [args[i]._version for i in self._host if isinstance(args[i], torch.Tensor)]
@@ -297,6 +363,7 @@ class WholeGraph:
             return out
         rec = self._recordings[key] = _Recording(result, template, type(out))
         _dump(self._kind, self._code, result)
+        self._store(disk_key, rec)
         self._learn_sizes(key, rec)
         metrics.record_whole_graph(self._kind, result.captured_launches, result.instructions,
                                    result.fused_groups, result.scratch_bytes)
@@ -309,7 +376,12 @@ class WholeGraph:
         from .. import _C
 
         sym = self._symbolic
-        if self._symbolic_failed or rec.validate or (sym is not None and sym.trusted):
+        if self._no_fit is not None:
+            if not self._no_fit_reported and len(self._recordings) > 1:
+                self._no_fit_reported = True
+                metrics.record_capture_failure(self._kind, self._no_fit)
+            return
+        if rec.validate or (sym is not None and sym.trusted):
             return
         if sym is None:
             for k, r in self._recordings.items():
@@ -329,8 +401,15 @@ class WholeGraph:
         if sym.graph.predicts(rec.program, n) and _same_template(_template_at(sym.template, n), rec.template):
             sym.trusted = True
         else:
-            self._symbolic, self._symbolic_failed = None, True
-            metrics.record_capture_failure(self._kind, "sizes that are not affine in a host int")
+            self._fit_failed()
+
+    def _fit_failed(self) -> None:
+        """Sizes that are not affine in the host int: every value is recorded."""
+        self._symbolic = None
+        self._instances.clear()
+        self._no_fit = "sizes that are not affine in a host int: each size is recorded"
+        self._no_fit_reported = True
+        metrics.record_capture_failure(self._kind, self._no_fit)
 
     def _instantiate(self, key: tuple) -> _Recording | None:
         """A program for new host values made from the trusted symbolic recording."""

@@ -2,6 +2,7 @@
 
     openneuron cost --prices prices.toml [--results benchmarks/results/latest.json]
     openneuron bench-report [--results ...] [--docs docs/BENCHMARKS.md] [--prices ...]
+    openneuron cache list|stats|clear
 """
 
 from __future__ import annotations
@@ -55,6 +56,27 @@ def cmd_bench_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_cache(args: argparse.Namespace) -> int:
+    from ..dynamo import disk_cache
+
+    where = disk_cache.cache_dir()
+    if args.action == "clear":
+        print(f"removed {disk_cache.clear()} entries from {where}")
+        return 0
+    rows = disk_cache.entries()
+    if args.action == "stats":
+        bad = sum(r["status"] != "ok" for r in rows)
+        state = "on" if disk_cache.enabled() else "off (OPENNEURON_DISK_CACHE=0)"
+        print(f"{where}: {len(rows)} entries, {sum(r['bytes'] for r in rows)} bytes, "
+              f"{bad} unusable; disk cache {state}")
+        return 0
+    for r in rows:
+        what = (f"{r['kind']} graph, {r['nodes']} nodes, {r['instructions']} instructions"
+                if r["status"] == "ok" else r["status"])
+        print(f"{r['name']}  {r['bytes']:>9} bytes  {r['age_s']:>8} s old  {what}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="openneuron", description="OpenNeuron tools")
     sub = ap.add_subparsers(dest="command", required=True)
@@ -74,6 +96,11 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--docs", type=Path, default=Path("docs/BENCHMARKS.md"))
     r.add_argument("--prices", type=Path, help="also render the cost table with these prices")
     r.set_defaults(func=cmd_bench_report)
+
+    k = sub.add_parser("cache", help="the on-disk cache of compiled-graph recordings "
+                       "(OPENNEURON_CACHE_DIR)")
+    k.add_argument("action", choices=["list", "stats", "clear"])
+    k.set_defaults(func=cmd_cache)
     return ap
 
 

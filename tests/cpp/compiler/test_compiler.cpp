@@ -102,6 +102,21 @@ TEST(Compile, ErrorsNameOpAndOperands) {
   expect_error(never, "never written");
 }
 
+TEST(Compile, AViewPastItsBaseIsAnError) {
+  Graph g;
+  const ValueId base = g.add_input(ValueType::of(make_type(DType::UInt8, {32})));
+  const ValueId out = g.add_value(ValueType::of(make_type(DType::Float32, {4})));
+  g.mark_output(out);
+  const ValueId v = g.add_view(base, make_type(DType::Float32, {4}), 20);  // bytes 20..36
+  g.add_node(Op::Neg, {v}, {out});
+  try {
+    compile(g);
+    ADD_FAILURE() << "a view past its base compiled";
+  } catch (const CompileError& e) {
+    EXPECT_NE(std::string(e.what()).find("reaches past its base"), std::string::npos) << e.what();
+  }
+}
+
 TEST(Compile, MultiNodeGraphUsesScratchWithReuse) {
   // out = relu(a * b + c) - a, with three intermediates.
   const int64_t n = 1000;

@@ -207,6 +207,13 @@ TEST(Fuse, MalformedNodeIsACompileError) {
   EXPECT_THROW(compile(g), CompileError);  // step reads register 5 of 1
   Graph h = Graph::single_op(Op::FusedElementwise, {t, t}, 1, {1, 0});
   EXPECT_THROW(compile(h), CompileError);
+  // Ids out of range reach compile()'s checks, not the pass.
+  Graph bad;
+  const ValueId x = bad.add_input(t);
+  bad.add_node(Op::Neg, {x}, {7});
+  bad.add_node(Op::Exp, {7}, {x});
+  bad.mark_output(9);
+  EXPECT_THROW(compile(bad), CompileError);
 }
 
 }  // namespace

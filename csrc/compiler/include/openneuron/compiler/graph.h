@@ -324,6 +324,11 @@ class Graph {
   void mark_output(ValueId v);
   // The same values, inputs, outputs and views with other nodes (a pass's result).
   Graph with_nodes(std::vector<Node> nodes) const;
+  // A graph from its parts (graph_io.cpp reading bytes). Throws std::invalid_argument
+  // when an id is out of range or a view's base is not a tensor that is not a view.
+  static Graph assemble(std::vector<ValueType> values, std::vector<ValueId> inputs,
+                        std::vector<ValueId> outputs, std::vector<ViewOf> views,
+                        std::vector<Node> nodes);
 
   // One node whose operands are all launch arguments: operands[0..num_inputs)
   // are inputs, the rest outputs.

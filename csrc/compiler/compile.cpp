@@ -53,6 +53,26 @@ std::string program_name(const Graph& g) {
 std::shared_ptr<const Program> compile(const Graph& source, const CompileOptions& options) {
   using namespace detail;
   const std::string pname = program_name(source);
+  // Tensor types first, before any pass computes extents: a graph read from bytes may
+  // hold any integers, and an extent must not overflow.
+  for (const ValueType& t : source.values()) {
+    if (t.kind != ValueKind::Tensor) continue;
+    const TensorType& tt = t.tensor;
+    if (tt.ndim < 0 || tt.ndim > kMaxDims)
+      throw CompileError(pname + ": tensor with " + std::to_string(tt.ndim) + " dims");
+    int64_t span = 1;
+    bool overflow = false;
+    for (int d = 0; d < tt.ndim; ++d) {
+      if (tt.sizes[d] < 0 || tt.strides[d] < 0)
+        throw CompileError(pname + ": negative size or stride in " + describe(tt));
+      int64_t step = 0;
+      if (tt.sizes[d] > 0)
+        overflow = overflow || __builtin_mul_overflow(tt.sizes[d] - 1, tt.strides[d], &step) ||
+                   __builtin_add_overflow(span, step, &span);
+    }
+    overflow = overflow || __builtin_mul_overflow(span, static_cast<int64_t>(dtype_size(tt.dtype)), &span);
+    if (overflow) throw CompileError(pname + ": tensor too large: " + describe(tt));
+  }
   int fused_groups = 0;
   std::optional<Graph> fused;
   if (options.fuse && source.nodes().size() > 1) fused = fuse_elementwise(source, &fused_groups);

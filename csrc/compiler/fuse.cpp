@@ -134,7 +134,9 @@ Place place_of(const Graph& g, ValueId v) {
   p.base = g.storage_of(v);
   p.begin = g.is_view(v) ? g.views()[v].offset : 0;
   p.type = g.values()[v].tensor;
-  p.end = p.begin + static_cast<int64_t>(storage_bytes(p.type));
+  // Saturating: compile() rejects a view past its base later, the pass must not overflow.
+  if (__builtin_add_overflow(p.begin, static_cast<int64_t>(storage_bytes(p.type)), &p.end))
+    p.end = INT64_MAX;
   return p;
 }
 

@@ -221,6 +221,9 @@ void lower_pool2d(LowerCtx&);
 // --- attention (lower_attention.cpp)
 void lower_attention(LowerCtx&);
 
+// --- rnn (lower_rnn.cpp)
+void lower_rnn_cell(LowerCtx&);
+
 // --- fused (lower_fused.cpp)
 void lower_fused_elementwise(LowerCtx&);
 

@@ -191,6 +191,11 @@ constexpr Entry kTable[] = {
     // attention
     {Op::Attention, lower_attention},
     {Op::AttentionBackward, lower_attention},
+    // rnn
+    {Op::LstmCell, lower_rnn_cell},
+    {Op::LstmCellBackward, lower_rnn_cell},
+    {Op::GruCell, lower_rnn_cell},
+    {Op::GruCellBackward, lower_rnn_cell},
     // fused
     {Op::FusedElementwise, lower_fused_elementwise},
 };

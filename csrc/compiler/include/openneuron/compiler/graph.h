@@ -239,6 +239,22 @@ namespace openneuron::compiler {
                    dropout_p(f), seed(i), offset(i) -> grad_q, grad_k, grad_v (the      \
                    sizes of q, k, v; q's dtype); attrs as Attention */
 
+// rnn (lower_rnn.cpp): the pointwise part of one LSTM or GRU cell step (the GEMMs
+// are Mm nodes before it). Tensors contiguous, one dtype Float32|BFloat16|Float16,
+// computed in float with one rounding per output. Gate order i, f, g, o (LSTM) and
+// r, z, n (GRU), as PyTorch's weights are laid out.
+#define OPENNEURON_RNN_OPS(_)                                                           \
+  _(LstmCell)   /* input_gates[B,4H], hidden_gates[B,4H], cx[B,H], input_bias[4H]|none, \
+                   hidden_bias[4H]|none -> hy[B,H], cy[B,H], workspace[B,4H] (the       \
+                   activated gates) */                                                  \
+  _(LstmCellBackward) /* grad_hy|none, grad_cy|none, cx, cy, workspace                 \
+                   -> grad_gates[B,4H], grad_cx[B,H] */                                 \
+  _(GruCell)    /* input_gates[B,3H], hidden_gates[B,3H], hx[B,H], input_bias[3H]|none, \
+                   hidden_bias[3H]|none -> hy[B,H], workspace[B,5H] (r, z, n, hx,       \
+                   hidden n gate + bias) */                                             \
+  _(GruCellBackward) /* grad_hy, workspace -> grad_input_gates[B,3H],                   \
+                   grad_hidden_gates[B,3H], grad_hx[B,H] */
+
 // fused (fuse.cpp, lower_fused.cpp): made by the compiler's passes, never by the
 // torch bridge.
 #define OPENNEURON_FUSED_OPS(_)                                                         \
@@ -261,6 +277,7 @@ namespace openneuron::compiler {
   OPENNEURON_CONV_OPS(_)                                                                \
   OPENNEURON_POOL_OPS(_)                                                                \
   OPENNEURON_ATTENTION_OPS(_)                                                           \
+  OPENNEURON_RNN_OPS(_)                                                                 \
   OPENNEURON_FUSED_OPS(_)
 
 enum class Op : uint16_t {

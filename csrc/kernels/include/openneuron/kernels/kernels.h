@@ -43,6 +43,10 @@ onrt_kernel_fn binary_kernel(BinaryOp op, DType out, DType in);
 // For Where, `in` is the dtype of the value operands (cond is Bool).
 onrt_kernel_fn ternary_kernel(TernaryOp op, DType out, DType in);
 
+// --- rnn (rnn.cpp)
+// RnnCellParams for Float32, BFloat16 and Float16; nullptr for other dtypes.
+onrt_kernel_fn rnn_cell_kernel(RnnCellOp op, DType dtype);
+
 // --- fused elementwise (fused_elementwise.cpp)
 // FusedElementwiseParams: a chain of elementwise steps, one pass over tiles.
 int fused_elementwise(const void* params, const onrt_arg* args, char* err, size_t errlen);

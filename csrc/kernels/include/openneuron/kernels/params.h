@@ -91,6 +91,20 @@ struct ElementwiseParams {
   LoopPlan plan;
 };
 
+// ------------------------------------------------------------ rnn
+
+enum class RnnCellOp : uint8_t { LstmCell, LstmCellBackward, GruCell, GruCellBackward };
+
+// One cell step over `batch` rows of `hidden` units (rnn.cpp). Operands as the
+// compiler's LstmCell / LstmCellBackward / GruCell / GruCellBackward list them:
+// in[0..4], out[0..2]; an absent optional operand has slot -1. All contiguous.
+struct RnnCellParams {
+  RnnCellOp op = RnnCellOp::LstmCell;
+  DType dtype = DType::Float32;
+  int64_t batch = 0, hidden = 0;
+  TensorArg in[5], out[3];
+};
+
 // ------------------------------------------------------------ fused elementwise
 
 // A chain of elementwise ops run as one pass over cache-sized tiles

@@ -1,0 +1,132 @@
+"""The RNN family on neuron (ops_rnn.cpp): nn.LSTM, nn.GRU, nn.RNN and the cells, forward
+and backward, against the CPU; natively (no CPU fallback)."""
+
+import copy
+
+import pytest
+import torch
+import torch.nn as nn
+
+pytestmark = pytest.mark.usefixtures("no_fallback")
+
+
+def _compare(module, inputs, neuron, atol=1e-5, rtol=1e-4):
+    """Runs module(*inputs) and its backward on the CPU and on neuron; compares outputs,
+    input gradients and parameter gradients."""
+    cpu_mod, dev_mod = module, copy.deepcopy(module).to(neuron)
+    cpu_in = [x.detach().clone().requires_grad_(x.is_floating_point()) for x in inputs]
+    dev_in = [x.detach().to(neuron).requires_grad_(x.is_floating_point()) for x in inputs]
+    cpu_out, dev_out = cpu_mod(*cpu_in), dev_mod(*dev_in)
+    flat = lambda o: [t for t in (o if isinstance(o, tuple) else (o,))  # noqa: E731
+                      for t in (t if isinstance(t, tuple) else (t,))]
+    cpu_flat, dev_flat = flat(cpu_out), flat(dev_out)
+    for c, d in zip(cpu_flat, dev_flat):
+        torch.testing.assert_close(d.cpu(), c, atol=atol, rtol=rtol)
+    torch.manual_seed(0)
+    weights = [torch.randn_like(c) for c in cpu_flat]
+    sum(((c * w).sum() for c, w in zip(cpu_flat, weights))).backward()
+    sum(((d * w.to(neuron)).sum() for d, w in zip(dev_flat, weights))).backward()
+    for c, d in zip(cpu_in, dev_in):
+        if c.grad is not None:
+            torch.testing.assert_close(d.grad.cpu(), c.grad, atol=atol, rtol=rtol)
+    for (name, c), d in zip(cpu_mod.named_parameters(), dev_mod.parameters()):
+        torch.testing.assert_close(d.grad.cpu(), c.grad, atol=atol, rtol=rtol, msg=name)
+
+
+class _StateAsTwoArgs(nn.Module):
+    def __init__(self, cell):
+        super().__init__()
+        self.cell = cell
+
+    def forward(self, x, h, c):
+        return self.cell(x, (h, c))
+
+
+@pytest.mark.parametrize("bias", [True, False])
+def test_lstm_cell(neuron, bias):
+    torch.manual_seed(1)
+    cell = _StateAsTwoArgs(nn.LSTMCell(6, 5, bias=bias))
+    _compare(cell, [torch.randn(3, 6), torch.randn(3, 5), torch.randn(3, 5)], neuron)
+
+
+@pytest.mark.parametrize("bias", [True, False])
+def test_gru_cell(neuron, bias):
+    torch.manual_seed(2)
+    cell = nn.GRUCell(6, 5, bias=bias)
+    _compare(cell, [torch.randn(3, 6), torch.randn(3, 5)], neuron)
+
+
+@pytest.mark.parametrize("kind", ["LSTM", "GRU", "RNN"])
+@pytest.mark.parametrize("bidirectional,batch_first", [(False, False), (True, True)])
+def test_multilayer_sequence_modules(neuron, kind, bidirectional, batch_first):
+    torch.manual_seed(3)
+    module = getattr(nn, kind)(4, 7, num_layers=2, bidirectional=bidirectional,
+                               batch_first=batch_first)
+    x = torch.randn(2, 5, 4) if batch_first else torch.randn(5, 2, 4)
+    _compare(module, [x], neuron)
+
+
+def test_lstm_with_projection_and_initial_state(neuron):
+    torch.manual_seed(4)
+    lstm = _StateAsTwoArgs(nn.LSTM(4, 8, proj_size=3, num_layers=2))
+    _compare(lstm, [torch.randn(6, 2, 4), torch.randn(2, 2, 3), torch.randn(2, 2, 8)], neuron)
+
+
+def test_packed_sequences(neuron):
+    torch.manual_seed(5)
+    lstm = nn.LSTM(3, 4)
+    x = torch.randn(6, 3, 3)
+    lengths = torch.tensor([6, 4, 2])
+    outs = []
+    for device in ("cpu", neuron):
+        packed = nn.utils.rnn.pack_padded_sequence(x.to(device), lengths)
+        out, (h, c) = copy.deepcopy(lstm).to(device)(packed)
+        padded, _ = nn.utils.rnn.pad_packed_sequence(out)
+        outs.append((padded.cpu(), h.cpu(), c.cpu()))
+    for a, b in zip(*outs):
+        torch.testing.assert_close(b, a, atol=1e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_half_types_compute_in_float(neuron, dtype):
+    """One rounding per output (the gates are summed and activated in float): close to the
+    float32 CPU result within the dtype's resolution."""
+    torch.manual_seed(6)
+    lstm, gru = nn.LSTM(8, 16), nn.GRU(8, 16)
+    x = torch.randn(4, 2, 8)
+    for m in (lstm, gru):
+        want = m(x)[0]
+        got = copy.deepcopy(m).to(neuron, dtype)(x.to(neuron, dtype))[0]
+        torch.testing.assert_close(got.float().cpu(), want, atol=3e-2, rtol=3e-2)
+
+
+def test_training_an_lstm_follows_the_cpu(neuron):
+    torch.manual_seed(7)
+    lstm, head = nn.LSTM(5, 12, batch_first=True), nn.Linear(12, 1)
+    x, y = torch.randn(8, 10, 5), torch.randn(8, 1)
+    losses = {}
+    for device in ("cpu", neuron):
+        l, h = copy.deepcopy(lstm).to(device), copy.deepcopy(head).to(device)
+        opt = torch.optim.SGD([*l.parameters(), *h.parameters()], lr=0.1)
+        run = []
+        for _ in range(5):
+            opt.zero_grad()
+            out, _ = l(x.to(device))
+            loss = nn.functional.mse_loss(h(out[:, -1]), y.to(device))
+            loss.backward()
+            opt.step()
+            run.append(loss.item())
+        losses[str(device)] = run
+    assert losses["neuron"][-1] < losses["neuron"][0]
+    torch.testing.assert_close(torch.tensor(losses["neuron"]), torch.tensor(losses["cpu"]),
+                               atol=1e-5, rtol=1e-4)
+
+
+def test_bad_gate_sizes_are_clear_errors(neuron):
+    g = torch.randn(2, 8, device=neuron)
+    with pytest.raises(RuntimeError, match="the state must be"):
+        torch.ops.aten._thnn_fused_lstm_cell(g, g, torch.randn(2, 3, device=neuron))
+    with pytest.raises(RuntimeError, match="must both be given"):
+        torch.ops.aten._thnn_fused_gru_cell(torch.randn(2, 6, device=neuron), torch.randn(2, 6, device=neuron),
+                                   torch.randn(2, 2, device=neuron), torch.randn(6, device=neuron))
+    torch.neuron.synchronize()  # the device carries on

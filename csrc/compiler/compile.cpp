@@ -54,15 +54,16 @@ std::shared_ptr<const Program> compile(const Graph& source, const CompileOptions
   using namespace detail;
   const std::string pname = program_name(source);
   // Tensor types first, before any pass computes extents: a graph read from bytes may
-  // hold any integers, and an extent must not overflow.
+  // hold any integers, and neither an extent nor an element count may overflow.
   for (const ValueType& t : source.values()) {
     if (t.kind != ValueKind::Tensor) continue;
     const TensorType& tt = t.tensor;
     if (tt.ndim < 0 || tt.ndim > kMaxDims)
       throw CompileError(pname + ": tensor with " + std::to_string(tt.ndim) + " dims");
-    int64_t span = 1;
+    int64_t span = 1, numel = 1;
     bool overflow = false;
     for (int d = 0; d < tt.ndim; ++d) {
+      overflow = overflow || __builtin_mul_overflow(numel, tt.sizes[d], &numel);
       if (tt.sizes[d] < 0 || tt.strides[d] < 0)
         throw CompileError(pname + ": negative size or stride in " + describe(tt));
       int64_t step = 0;

@@ -172,6 +172,11 @@ void ProgramBuilder::run() {
 std::pair<Operand, Operand> reserve_philox(c10::Device device,
                                            const std::optional<at::Generator>& gen, compiler::Op op,
                                            std::initializer_list<int64_t> dims) {
+  // A CPU generator's stream of numbers is defined by the CPU kernels: the call declines
+  // (before anything is written) and the CPU fallback draws from that generator, so a seeded
+  // CPU generator gives the same values on neuron as on the CPU.
+  TORCH_CHECK_NOT_IMPLEMENTED(!(gen.has_value() && gen->defined() && gen->device().is_cpu()),
+                              "a CPU generator was given to a neuron op");
   int64_t increment = 0;
   try {
     increment = compiler::philox_offset_increment(op, dims);

@@ -138,12 +138,20 @@ class Stream(torch.Stream):
         return super().__new__(cls, device=torch.device("neuron", idx), priority=priority)
 
 
-class Event(torch.Event):
-    """A marker in a neuron stream (a `torch.Event`)."""
+class _NeuronEventType(type):
+    def __instancecheck__(cls, obj: Any) -> bool:
+        return isinstance(obj, torch.Event) and obj.device.type == "neuron"
 
-    def __new__(cls, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False):
-        return super().__new__(cls, device="neuron", enable_timing=enable_timing, blocking=blocking,
-                               interprocess=interprocess)
+
+class Event(metaclass=_NeuronEventType):
+    """A marker in a neuron stream. Constructing one returns a plain `torch.Event` on the
+    neuron device: PyTorch's C++ checks of event arguments (`elapsed_time`,
+    `Stream.wait_event`) accept only that exact type, never a subclass."""
+
+    def __new__(cls, enable_timing: bool = False, blocking: bool = False,
+                interprocess: bool = False) -> torch.Event:
+        return torch.Event(device="neuron", enable_timing=enable_timing, blocking=blocking,
+                           interprocess=interprocess)
 
 
 def current_stream(device: Any = None) -> torch.Stream:

@@ -53,3 +53,18 @@ def test_dropout_keeps_half_and_rescales(neuron):
     kept = (y != 0).float().mean().item()
     assert abs(kept - 0.5) < 0.03
     assert torch.all((y == 0) | (y == 2.0))
+
+
+def test_a_cpu_generator_gives_the_cpus_numbers(neuron):
+    """CUDA raises for a CPU generator; neuron runs the call through the CPU fallback so a
+    seeded CPU generator draws exactly what it draws on the CPU (README, "CPU fallback")."""
+    import openneuron
+
+    openneuron.reset_fallback_stats()
+    want = torch.empty(7).normal_(generator=torch.Generator().manual_seed(3))
+    got = torch.empty(7, device=neuron).normal_(generator=torch.Generator().manual_seed(3))
+    torch.testing.assert_close(got.cpu(), want, atol=0, rtol=0)
+    want = torch.randint(0, 10, (5,), generator=torch.Generator().manual_seed(4))
+    got = torch.randint(0, 10, (5,), generator=torch.Generator().manual_seed(4), device=neuron)
+    assert torch.equal(got.cpu(), want)
+    assert openneuron.fallback_stats()["aten::normal_"] == 1

@@ -40,6 +40,26 @@ def test_event_timing(neuron):
     assert start.elapsed_time(end) >= 0.0
 
 
+def test_torch_neuron_events_time_each_other(neuron):
+    """As torch.cuda.Event: timing between two torch.neuron.Event, in both directions, and
+    with torch.Event on the same device."""
+    start, end = torch.neuron.Event(enable_timing=True), torch.neuron.Event(enable_timing=True)
+    plain = torch.Event(device="neuron", enable_timing=True)
+    assert isinstance(start, torch.neuron.Event) and isinstance(start, torch.Event)
+    assert not isinstance(torch.Event(device="cpu"), torch.neuron.Event)
+    start.record()
+    x = torch.randn(256, 256, device=neuron)
+    y = x @ x
+    end.record()
+    plain.record()
+    plain.synchronize()
+    assert end.elapsed_time(plain) >= 0.0 and start.elapsed_time(end) >= 0.0
+    assert start.elapsed_time(plain) >= start.elapsed_time(end)
+    torch.neuron.current_stream().record_event(end)
+    torch.neuron.Stream().wait_event(end)
+    del y
+
+
 def test_synchronize_waits_for_results(neuron):
     x = torch.ones(1000, device=neuron)
     for _ in range(50):

@@ -205,7 +205,10 @@ c10::ScalarType narrow_dtype(c10::ScalarType t) {
 }
 
 at::Tensor empty_device(at::IntArrayRef sizes, c10::ScalarType dtype, c10::Device device) {
-  dtype = narrow_dtype(dtype);
+  return empty_device_exact(sizes, narrow_dtype(dtype), device);
+}
+
+at::Tensor empty_device_exact(at::IntArrayRef sizes, c10::ScalarType dtype, c10::Device device) {
   c10::DeviceGuard guard(device);
   constexpr c10::DispatchKeySet ks(c10::DispatchKey::PrivateUse1);
   return at::detail::empty_generic(sizes, c10::GetAllocator(c10::DeviceType::PrivateUse1), ks,

@@ -78,6 +78,9 @@ std::pair<Operand, Operand> reserve_philox(c10::Device device,
 
 // Engine-side helpers used by several op families.
 at::Tensor empty_device(at::IntArrayRef sizes, c10::ScalarType dtype, c10::Device device);
+// As empty_device, but float64 is kept: for a temporary that holds an existing tensor's
+// values bit for bit (a float64 tensor on neuron is a dtype view of other data).
+at::Tensor empty_device_exact(at::IntArrayRef sizes, c10::ScalarType dtype, c10::Device device);
 at::Tensor empty_device_strided(at::IntArrayRef sizes, at::IntArrayRef strides,
                                 c10::ScalarType dtype, c10::Device device);
 // A tensor of `dtype` holding t's values (t itself when it already has it).

@@ -149,7 +149,7 @@ void host_to_device(const at::Tensor& dst, const at::Tensor& src) {
   host = host.resolve_conj().resolve_neg();
   const c10::DeviceIndex dev = dst.device().index();
   at::Tensor target =
-      is_dense_contiguous(dst) ? dst : empty_device(dst.sizes(), dst.scalar_type(), dst.device());
+      is_dense_contiguous(dst) ? dst : empty_device_exact(dst.sizes(), dst.scalar_type(), dst.device());
   ONRT_CHECK(onrt_memcpy(target.data_ptr(), host.const_data_ptr(), host.nbytes(),
                          ONRT_COPY_HOST_TO_DEVICE, current_runtime_stream(dev)));
   if (!target.is_same(dst)) copy_on_device(dst, target);
@@ -159,7 +159,7 @@ void device_to_host(const at::Tensor& dst, const at::Tensor& src) {
   capture_unsupported("a copy to the host");
   const c10::DeviceIndex dev = src.device().index();
   at::Tensor dense = is_dense_contiguous(src) ? src : [&] {
-    at::Tensor t = empty_device(src.sizes(), src.scalar_type(), src.device());
+    at::Tensor t = empty_device_exact(src.sizes(), src.scalar_type(), src.device());
     copy_on_device(t, src);
     return t;
   }();
@@ -178,9 +178,11 @@ void device_to_device(const at::Tensor& dst, const at::Tensor& src) {
   }
   // Across cores: densify on the source core, move bytes, lay out on the target.
   capture_unsupported("a copy between devices");
-  at::Tensor dense = src.to(dst.scalar_type()).expand(dst.sizes()).contiguous();
-  at::Tensor target =
-      is_dense_contiguous(dst) ? dst : empty_device(dst.sizes(), dst.scalar_type(), dst.device());
+  at::Tensor dense = empty_device_exact(dst.sizes(), dst.scalar_type(), src.device());
+  copy_on_device(dense, src);
+  at::Tensor target = is_dense_contiguous(dst)
+                          ? dst
+                          : empty_device_exact(dst.sizes(), dst.scalar_type(), dst.device());
   // The source core's queued work must finish before its bytes are read.
   ONRT_CHECK(onrt_stream_synchronize(current_runtime_stream(src.device().index())));
   ONRT_CHECK(onrt_memcpy(target.data_ptr(), dense.const_data_ptr(), dense.nbytes(),
@@ -188,41 +190,50 @@ void device_to_device(const at::Tensor& dst, const at::Tensor& src) {
   if (!target.is_same(dst)) copy_on_device(dst, target);
 }
 
-// Conjugate and negative views are lazy bits on the tensor, not data: the
-// engines copy raw values, so such sources are resolved on the host.
-bool has_lazy_bits(const at::Tensor& t) { return t.is_conj() || t.is_neg(); }
-
-at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
-  TORCH_CHECK(self.defined() && dst.defined(), "copy_: undefined tensor");
-  if (dst.numel() == 0) return dst;
-  if (self.is_privateuseone() && has_lazy_bits(self)) {
-    const bool conj = self.is_conj(), neg = self.is_neg();
-    at::Tensor raw = self;
-    if (conj) raw = raw.conj();  // drops the bit: a view of the physical values
-    if (neg) raw = at::_neg_view(raw);
-    at::Tensor host = at::empty(raw.sizes(), raw.options().device(at::kCPU));
-    device_to_host(host, raw);
-    if (neg) host = host.neg();
-    if (conj) host = host.conj_physical();
-    if (dst.is_privateuseone()) {
-      host_to_device(dst, host);
-    } else {
-      dst.copy_(host);
-    }
-    return dst;
+// Conjugate and negative views are lazy bits on a tensor, not data; the engines copy
+// physical values. A destination's bits move to the source (writing x through a negative
+// view stores -x), so only the source carries bits; a device source's bits are then applied
+// to a dense copy of its physical values by the device's own neg and conj kernels.
+void move_lazy_bits_to_source(at::Tensor& src, at::Tensor& dst) {
+  if (dst.is_neg()) {
+    dst = at::_neg_view(dst);  // flips the bit: a view of the physical values
+    src = at::_neg_view(src);
   }
-  const bool src_dev = self.is_privateuseone();
+  if (dst.is_conj()) {
+    dst = dst.conj();
+    src = src.conj();  // a real source stays as it is
+  }
+}
+
+at::Tensor resolve_lazy_bits_on_device(const at::Tensor& t) {
+  if (!t.is_neg() && !t.is_conj()) return t;
+  at::Tensor raw = t.is_conj() ? t.conj() : t;
+  if (raw.is_neg()) raw = at::_neg_view(raw);
+  at::Tensor dense = empty_device_exact(raw.sizes(), raw.scalar_type(), raw.device());
+  copy_on_device(dense, raw);
+  if (t.is_neg()) dense.neg_();
+  if (t.is_conj()) dense.conj_physical_();
+  return dense;
+}
+
+at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst_arg, bool non_blocking) {
+  TORCH_CHECK(self.defined() && dst_arg.defined(), "copy_: undefined tensor");
+  if (dst_arg.numel() == 0) return dst_arg;
+  at::Tensor src = self, dst = dst_arg;
+  move_lazy_bits_to_source(src, dst);
+  if (src.is_privateuseone()) src = resolve_lazy_bits_on_device(src);
+  const bool src_dev = src.is_privateuseone();
   const bool dst_dev = dst.is_privateuseone();
   if (src_dev && dst_dev) {
-    device_to_device(dst, self);
+    device_to_device(dst, src);
   } else if (dst_dev) {
-    TORCH_CHECK(self.is_cpu(), "neuron: cannot copy from ", self.device(), " to ", dst.device());
-    host_to_device(dst, self);
+    TORCH_CHECK(src.is_cpu(), "neuron: cannot copy from ", src.device(), " to ", dst.device());
+    host_to_device(dst, src);
   } else {
-    TORCH_CHECK(dst.is_cpu(), "neuron: cannot copy from ", self.device(), " to ", dst.device());
-    device_to_host(dst, self);
+    TORCH_CHECK(dst.is_cpu(), "neuron: cannot copy from ", src.device(), " to ", dst.device());
+    device_to_host(dst, src);
   }
-  return dst;
+  return dst_arg;
 }
 
 at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {

@@ -657,6 +657,14 @@ Tensor& floor_divide_(Tensor& a, const Tensor& b) { return bridge::floor_divide_
   m.impl(#name ".Scalar", bin_scalar<Op::op, BinaryKind::kind>);   \
   m.impl(#name "_.Scalar", bin_scalar_<Op::op, BinaryKind::kind>);
 
+// conj_physical_'s composite calls a CPU DispatchStub directly. Conjugating physical values
+// negates their imaginary parts, whatever lazy bits the tensor carries.
+at::Tensor& conj_physical_(at::Tensor& self) {
+  if (!self.is_complex() || self.numel() == 0) return self;
+  at::view_as_real(self.is_conj() ? self.conj() : self).select(-1, 1).neg_();
+  return self;
+}
+
 #define COMPARISON(name, op)                                             \
   m.impl(#name ".Tensor", bin_tensor<Op::op, BinaryKind::Comparison>);   \
   m.impl(#name "_.Tensor", bin_tensor_<Op::op, BinaryKind::Comparison>); \
@@ -690,6 +698,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, lib) {
   UNARY(round, Round, SameType)
   UNARY(sign, Sign, SameType)
   UNARY(logical_not, LogicalNot, BoolResult)
+  m.impl("conj_physical_", conj_physical_);
   m.impl("gelu", gelu);
   m.impl("gelu_", gelu_);
   m.impl("gelu.out", gelu_out);

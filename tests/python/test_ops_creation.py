@@ -71,3 +71,63 @@ def test_conjugate_views_copy_correctly(neuron):
     y = torch.empty(5, dtype=torch.complex64, device=neuron)
     y.copy_(d.conj())
     torch.testing.assert_close(y.cpu(), x.conj())
+
+
+_MATH_VIEWS = {
+    "plain": lambda t: t,
+    "neg": lambda t: t._neg_view(),
+    "conj": lambda t: t.conj(),
+    "neg_conj": lambda t: t.conj()._neg_view(),
+}
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.complex64])
+@pytest.mark.parametrize("src_view", list(_MATH_VIEWS))
+@pytest.mark.parametrize("dst_view", list(_MATH_VIEWS))
+@pytest.mark.parametrize("transpose", [False, True])
+def test_copies_between_math_views_honour_both_sides_bits(neuron, dtype, src_view, dst_view,
+                                                          transpose):
+    """Writing through a negative or conjugate view stores the negated/conjugated value; a
+    source's bits are applied, for every layout (test_copy_transpose_math_view in PyTorch)."""
+    torch.manual_seed(0)
+    src = torch.randn(6, 5, dtype=dtype)
+    results = []
+    for device in ("cpu", neuron):
+        s = _MATH_VIEWS[src_view](src.to(device))
+        s = s.t() if transpose else s
+        dst = torch.zeros(5 if transpose else 6, 5 if not transpose else 6, dtype=dtype,
+                          device=device)
+        _MATH_VIEWS[dst_view](dst).copy_(s)
+        results.append(dst.cpu())
+    assert torch.equal(results[1], results[0])
+
+
+def test_a_neuron_source_into_a_cpu_math_view(neuron):
+    src = torch.randn(4, 3, dtype=torch.complex64)
+    dst = torch.zeros(4, 3, dtype=torch.complex64)
+    dst.conj()._neg_view().copy_(src.to(neuron).t().contiguous().t())
+    assert torch.equal(dst, -src.conj())
+
+
+@pytest.mark.parametrize("view_dtype", [torch.float64, torch.complex128, torch.int64])
+def test_float64_dtype_views_copy_bit_for_bit(neuron, view_dtype):
+    """A float64 tensor on neuron is a dtype view of other data (float64 storage is
+    float32): its copies move 8-byte values unchanged, for every layout."""
+    base = torch.randn(4, 6, 8).permute(1, 0, 2)
+    want = base.view(view_dtype)
+    got = base.to(neuron).view(view_dtype)
+    assert got.dtype == view_dtype and got.stride() == want.stride()
+    assert torch.equal(got.cpu(), want)
+    back = torch.zeros(6, 4, 8, device=neuron).view(view_dtype).transpose(0, 1)
+    back.copy_(want.transpose(0, 1))
+    assert torch.equal(back.cpu(), want.transpose(0, 1))
+
+
+def test_conj_physical_in_place(neuron):
+    x = torch.randn(7, dtype=torch.complex64)
+    d = x.to(neuron)
+    d.conj_physical_()
+    assert torch.equal(d.cpu(), x.conj_physical())
+    c = x.to(neuron).conj()
+    c.conj_physical_()  # visible values conjugated, the lazy bit kept
+    assert c.is_conj() and torch.equal(c.cpu(), x)

@@ -148,8 +148,9 @@ void host_to_device(const at::Tensor& dst, const at::Tensor& src) {
   at::Tensor host = src.to(dst.scalar_type()).expand(dst.sizes()).contiguous();
   host = host.resolve_conj().resolve_neg();
   const c10::DeviceIndex dev = dst.device().index();
-  at::Tensor target =
-      is_dense_contiguous(dst) ? dst : empty_device_exact(dst.sizes(), dst.scalar_type(), dst.device());
+  at::Tensor target = is_dense_contiguous(dst)
+                          ? dst
+                          : empty_device_exact(dst.sizes(), dst.scalar_type(), dst.device());
   ONRT_CHECK(onrt_memcpy(target.data_ptr(), host.const_data_ptr(), host.nbytes(),
                          ONRT_COPY_HOST_TO_DEVICE, current_runtime_stream(dev)));
   if (!target.is_same(dst)) copy_on_device(dst, target);

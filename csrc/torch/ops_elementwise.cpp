@@ -3,6 +3,7 @@
 // isnan/isposinf/isneginf, the elementwise backward ops (threshold, gelu, sigmoid,
 // tanh, silu) and the ternary ops (where, addcmul, addcdiv, lerp, clamp). Each ATen
 // op launches one compiler op of the elementwise family (lower_elementwise.cpp).
+#include <ATen/native/BinaryOps.h>
 #include <ATen/native/TypeProperties.h>
 
 #include "op_helpers.h"
@@ -83,6 +84,9 @@ template <Op kOp, UnaryKind kKind>
 at::Tensor& unary_out(const at::Tensor& self, at::Tensor& out) {
   check_out_device(out, self.device(), op_name(kOp));
   check_cast(unary_result(kKind, self.scalar_type()), out);
+  // The CPU's same-type unary ops (TensorIterator::unary_op) take no out of another dtype.
+  TORCH_CHECK(kKind != UnaryKind::SameType || out.scalar_type() == self.scalar_type(),
+              "Found dtype ", out.scalar_type(), " but expected ", self.scalar_type());
   decline_half_rsqrt<kOp>(unary_compute(kKind, self.scalar_type()));
   at::native::resize_output(out, self.sizes());
   unary_into(kOp, self, out, unary_compute(kKind, self.scalar_type()));
@@ -134,6 +138,7 @@ c10::ScalarType binary_result(BinaryKind kind, c10::ScalarType compute) {
 void binary_into(Op op, BinaryKind kind, const at::Tensor& a, const at::Tensor& b,
                  const std::optional<at::Scalar>& alpha, const at::Tensor& out,
                  c10::ScalarType compute) {
+  if (alpha.has_value()) at::native::alpha_check(compute, *alpha);
   if (out.numel() == 0) return;
   // The CPU's mul and true div (cpu/BinaryOpsKernel.cpp mul_kernel, div_true_kernel) read a
   // single-element second operand unrounded, as float, when the common dtype is Half/BFloat16:
@@ -411,14 +416,27 @@ void clamp_into(const at::Tensor& self, const std::optional<at::Scalar>& lo,
          {tensor_operand(to_dtype_on_device(self, compute)), bound(lo, -inf), bound(hi, inf)},
          {tensor_operand(out)});
 }
+// As the CPU: integer and bool inputs promote with the bounds (clamp(int, 0.5) is float).
+c10::ScalarType clamp_result(const at::Tensor& self, const std::optional<at::Scalar>& lo,
+                             const std::optional<at::Scalar>& hi) {
+  TORCH_CHECK(!self.is_complex(), "clamp is not supported for complex types");
+  if (c10::isFloatingType(self.scalar_type())) return self.scalar_type();
+  at::native::ResultTypeState state = at::native::update_result_type_state(self, {});
+  if (lo.has_value()) state = at::native::update_result_type_state(*lo, state);
+  if (hi.has_value()) state = at::native::update_result_type_state(*hi, state);
+  return at::native::result_type(state);
+}
 at::Tensor clamp(const at::Tensor& self, const std::optional<at::Scalar>& lo,
                  const std::optional<at::Scalar>& hi) {
-  at::Tensor out = empty_elementwise(self.sizes(), self.scalar_type(), self.device(), {&self});
+  at::Tensor out = empty_elementwise(self.sizes(), clamp_result(self, lo, hi), self.device(), {&self});
   clamp_into(self, lo, hi, out);
   return out;
 }
 at::Tensor& clamp_(at::Tensor& self, const std::optional<at::Scalar>& lo,
                    const std::optional<at::Scalar>& hi) {
+  const c10::ScalarType result = clamp_result(self, lo, hi);
+  TORCH_CHECK(result == self.scalar_type(), "result type ", result,
+              " can't be cast to the desired output type ", self.scalar_type());
   clamp_into(self, lo, hi, self);
   return self;
 }

@@ -60,9 +60,11 @@ Tensor& gather_out(const Tensor& self, int64_t dim, const Tensor& index, bool, T
   check_out_device(out, device, "gather");
   check_index_long(index, "gather");
   dim = c10::maybe_wrap_dim(dim, self.dim());
-  TORCH_CHECK(index.dim() == self.dim() || (index.dim() <= 1 && self.dim() <= 1),
+  // As on the CPU, an empty index is not checked against self: any shape gathers nothing.
+  TORCH_CHECK(index.numel() == 0 || index.dim() == self.dim() ||
+                  (index.dim() <= 1 && self.dim() <= 1),
               "Index tensor must have the same number of dimensions as input tensor");
-  for (int64_t d = 0; d < index.dim() && self.dim() > 0; ++d) {
+  for (int64_t d = 0; d < index.dim() && self.dim() > 0 && index.numel() > 0; ++d) {
     if (d == dim) continue;
     TORCH_CHECK(index.size(d) <= self.size(d), "Size does not match at dimension ", d,
                 " expected index ", index.sizes(), " to be no larger than self ", self.sizes(),
@@ -83,6 +85,7 @@ void scatter_checks(const Tensor& self, int64_t dim, const Tensor& index, const 
     TORCH_CHECK(src->scalar_type() == self.scalar_type(), name,
                 "(): Expected self.dtype to be equal to src.dtype");
   }
+  if (index.numel() == 0) return;  // as on the CPU: an empty index of any shape scatters nothing
   TORCH_CHECK(index.dim() == self.dim() || (index.dim() <= 1 && self.dim() <= 1),
               "Index tensor must have the same number of dimensions as self tensor");
   for (int64_t d = 0; d < index.dim() && self.dim() > 0; ++d) {
@@ -458,7 +461,7 @@ Tensor flip(const Tensor& self, at::IntArrayRef dims) {
                 "dims has duplicates, original flip dims size=", dims.size(),
                 ", but unique flip dims size=", __builtin_popcountll(seen));
     seen |= uint64_t(1) << w;
-    if (self.size(w) > 1) ds.push_back(w);
+    if (self.dim() > 0 && self.size(w) > 1) ds.push_back(w);  // a 0-d tensor takes dim 0
   }
   if (self.numel() == 0 || ds.empty()) return self.clone();
   Tensor cur = self;

@@ -196,3 +196,23 @@ def test_half_type_rsqrt_and_pow_minus_half_are_the_cpu_kernels_bit_for_bit(neur
     torch.testing.assert_close(torch.rsqrt(x.to(neuron)).cpu(), torch.rsqrt(x))
     torch.testing.assert_close(torch.pow(x.to(neuron), -0.5).cpu(), torch.pow(x, -0.5))
     assert not any("rsqrt" in op or "pow" in op for op in openneuron.library_stats())
+
+
+def test_argument_and_dtype_checks_match_the_cpu(neuron):
+    """Errors the CPU raises are raised on neuron too (PyTorch's test_type_promotion)."""
+    for device in ("cpu", neuron):
+        t = torch.ones(4, dtype=torch.int32, device=device)
+        with pytest.raises(RuntimeError, match="alpha must not be a floating point"):
+            torch.add(t, t, alpha=1.1)
+        with pytest.raises(RuntimeError, match="alpha must not be a floating point"):
+            torch.add(t.bool(), t.bool(), alpha=1.1)
+        for op in (torch.neg, torch.floor, torch.abs):
+            with pytest.raises(RuntimeError):
+                op(torch.ones(2, device=device), out=torch.empty(0, dtype=torch.int64, device=device))
+        with pytest.raises(RuntimeError, match="can't be cast"):
+            t.clone().clamp_(0.5)
+        assert torch.clamp(t, 0.5).dtype == torch.float32
+        assert torch.clamp(t, 1, 3).dtype == torch.int32
+        assert torch.clamp(t.bool(), 0.5).dtype == torch.float32
+    torch.testing.assert_close(torch.clamp(torch.arange(5, device=neuron), 0.5, 2.5).cpu(),
+                               torch.clamp(torch.arange(5), 0.5, 2.5))

@@ -283,3 +283,21 @@ def test_complex_scalars_run_natively_through_the_host_library(neuron):
     assert ran.get("aten::addmm") == 1 and ran.get("aten::fill_.Scalar") == 1
     same(lambda a, b: torch._foreach_add([a, b], 1 + 1j), a, b.t().contiguous(), exact=True)
     same(lambda a: torch.lerp(a, a * 2, 0.25 + 0.5j), a)
+
+
+def test_empty_index_of_any_shape_does_nothing(neuron):
+    """As on the CPU: an empty index is not checked against self (~60 of PyTorch's scatter
+    tests pass such an index)."""
+    base = torch.randn(3, 4, 5)
+    empty = torch.empty(0, dtype=torch.long)
+    for fn in (lambda b, i: b.scatter(1, i, 2.0), lambda b, i: b.scatter_add(0, i, b),
+               lambda b, i: b.scatter_reduce(2, i, b, "amax"), lambda b, i: torch.gather(b, 1, i)):
+        want = fn(base, empty)
+        got = fn(base.to(neuron), empty.to(neuron))
+        assert got.shape == want.shape and torch.equal(got.cpu(), want)
+
+
+def test_flip_of_a_0d_tensor(neuron):
+    x = torch.tensor(2.5)
+    assert torch.equal(x.to(neuron).flip(0).cpu(), x.flip(0))
+    assert torch.equal(x.to(neuron).flip(-1).cpu(), x.flip(-1))

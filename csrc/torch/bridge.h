@@ -97,6 +97,9 @@ void host_copy(const at::Tensor& dst, const at::Tensor& src);
 // Unboxed use: at::native::call_fallback_fn<&boxed_cpu_fallback, ATEN_OP2(op, overload)>
 // ::call(args...), or cpu_fallback_call("aten::op", "overload", stack).
 void boxed_cpu_fallback(const c10::OperatorHandle& op, std::vector<c10::IValue>* stack);
+// The policy of every path to the CPU (OPENNEURON_FALLBACK, the warning, the count), for
+// fallbacks other than the dense one (ops_sparse.cpp).
+void note_cpu_fallback(const c10::OperatorHandle& op);
 void cpu_fallback_call(const char* name, const char* overload, std::vector<c10::IValue>* stack);
 
 // Fills a device tensor with a constant (engine Fill).

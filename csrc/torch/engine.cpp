@@ -84,7 +84,9 @@ double real_scalar(const c10::Scalar& s) {
   return s.toDouble();
 }
 Operand scalar_operand(const c10::Scalar& s, c10::ScalarType compute) {
-  if (c10::isIntegralType(compute, /*includeBool=*/true)) return int_operand(s.toLong());
+  // Any nonzero value is true, inf and nan included (toLong would reject them).
+  if (compute == c10::kBool) return int_operand(s.toBool() ? 1 : 0);
+  if (c10::isIntegralType(compute, /*includeBool=*/false)) return int_operand(s.toLong());
   return float_operand(real_scalar(s));
 }
 

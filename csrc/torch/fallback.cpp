@@ -36,6 +36,13 @@ FallbackMode fallback_mode() {
 
 void neuron_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   if (try_host_library_kernel(op, stack)) return;
+  note_cpu_fallback(op);
+  at::native::cpu_fallback(op, stack);
+}
+
+}  // namespace
+
+void note_cpu_fallback(const c10::OperatorHandle& op) {
   capture_unsupported("the CPU fallback");
   const std::string name = op_name(op);
   const FallbackMode mode = fallback_mode();
@@ -48,10 +55,7 @@ void neuron_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack
                " has no native neuron kernel; running it on the CPU (inputs copied to the "
                "host and results back). See openneuron.fallback_stats().");
   }
-  at::native::cpu_fallback(op, stack);
 }
-
-}  // namespace
 
 // The boxed fallback itself, for native kernels that route a case to the CPU
 // (fallback_call.cpp): same policy (OPENNEURON_FALLBACK), warning and count.
@@ -91,6 +95,15 @@ std::string op_name(const c10::OperatorHandle& op) {
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&neuron_cpu_fallback>());
+}
+
+// Composite ops whose ATen implementation rejects other device types before it dispatches
+// ("mode only supports CPU, CUDA and XPU device type"): routed to the fallback, where the
+// host library runs the CPU's kernel on the device memory.
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  for (const char* op : {"mode", "mode.values"}) {
+    m.impl(op, torch::CppFunction::makeFromBoxedFunction<&neuron_cpu_fallback>());
+  }
 }
 
 }  // namespace openneuron::bridge

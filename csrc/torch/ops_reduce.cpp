@@ -55,8 +55,8 @@ void reduce_into(Op op, const Tensor& in, const ReducePlan& plan, const Tensor& 
                  std::optional<c10::ScalarType> result = std::nullopt) {
   if (out.numel() == 0) return;
   if (in.numel() == 0) {
-    TORCH_CHECK(empty_value.has_value(), op_name(op),
-                "(): cannot reduce over an empty dimension (the operation has no identity)");
+    TORCH_CHECK_INDEX(empty_value.has_value(), op_name(op),  // IndexError, as on the CPU
+                      "(): cannot reduce over an empty dimension (the operation has no identity)");
     fill_scalar_device(out, *empty_value);
     return;
   }
@@ -114,10 +114,17 @@ at::Tensor amax_amin(const at::Tensor& self, at::IntArrayRef dims, bool keepdim)
 }
 
 // all/any: values as Bool, then min/max.
+void check_allany_out(const char* name, const Tensor& out) {
+  // uint8 results are kept for compatibility, as on the CPU.
+  TORCH_CHECK(out.scalar_type() == c10::kBool || out.scalar_type() == c10::kByte, name,
+              " only supports bool tensor for result, got: ", out.scalar_type());
+}
+
 template <bool kAll>
 Tensor& allany_impl(const Tensor& self, at::OptionalIntArrayRef dims, bool keepdim, Tensor& out) {
   const char* name = kAll ? "all" : "any";
   check_out_device(out, self.device(), name);
+  check_allany_out(name, out);
   const ReducePlan plan = plan_reduce(self, dims, keepdim);
   at::native::resize_output(out, plan.out_shape);
   Tensor b = to_dtype_on_device(self, c10::kBool);
@@ -137,6 +144,7 @@ Tensor& allany_dims_out(const Tensor& self, at::OptionalIntArrayRef dims, bool k
                         Tensor& out) {
   if (dims.has_value() && dims->empty()) {  // no dims: elementwise cast
     check_out_device(out, self.device(), kAll ? "all" : "any");
+    check_allany_out(kAll ? "all" : "any", out);
     at::native::resize_output(out, self.sizes());
     copy_on_device(out, to_dtype_on_device(self, c10::kBool));
     return out;

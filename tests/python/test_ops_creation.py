@@ -131,3 +131,13 @@ def test_conj_physical_in_place(neuron):
     c = x.to(neuron).conj()
     c.conj_physical_()  # visible values conjugated, the lazy bit kept
     assert c.is_conj() and torch.equal(c.cpu(), x)
+
+
+def test_bool_fills_take_any_nonzero_value_as_true(neuron):
+    """nn.Transformer builds its causal-mask probe with torch.full(..., -inf, dtype=bool)."""
+    for value in (float("-inf"), float("nan"), 1e20, 0.0, 0.5):
+        want = torch.full((2, 3), value, dtype=torch.bool)
+        assert torch.equal(torch.full((2, 3), value, dtype=torch.bool, device=neuron).cpu(), want)
+    mask = torch.tensor([True, False, True])
+    got = torch.zeros(3, dtype=torch.bool, device=neuron).masked_fill(mask.to(neuron), float("inf"))
+    assert torch.equal(got.cpu(), mask)

@@ -70,14 +70,23 @@ test-asan: sysdeps | $(VENV)/.deps
 test-python: build
 	$(PY) -m pytest -q tests/python
 
-# PyTorch's OpInfo database on neuron against the CPU (tests/conformance): a fast subset
-# covering every op family in `make test`; everything, with docs/op-coverage.md, here.
+# PyTorch's OpInfo and ModuleInfo databases on neuron against the CPU (tests/conformance):
+# fast subsets (every op family, representative modules) in `make test`; everything, with
+# docs/op-coverage.md, here.
 .PHONY: test-conformance-fast conformance
 test-conformance-fast: build
 	$(PY) -m pytest -q tests/conformance
 
 conformance: build
 	$(PY) -m tests.conformance.sweep
+	$(PY) -m tests.conformance.sweep --modules
+
+# PyTorch's own device-generic test files (a copy of its test/ folder outside this tree,
+# TESTS=dir) on neuron, each failure re-run on the CPU; writes docs/pytorch-suite.md. A
+# measurement, not part of `make test`. FILES='shape_ops view_ops' runs a subset.
+.PHONY: pytorch-suite
+pytorch-suite: build
+	$(PY) tools/pytorch_suite.py $(if $(TESTS),--tests $(TESTS)) $(if $(FILES),--files $(FILES))
 
 # Benchmarks: ratios against CPU eager, Inductor and Gloo measured in the same run; write
 # benchmarks/results/*.json and docs/BENCHMARKS.md. PRICES=file.toml adds cost per work.

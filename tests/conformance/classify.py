@@ -151,24 +151,32 @@ _DTYPE_DEFAULTS = {
 }
 
 
+# The PyTorch tests whose tolerance overrides apply: the OpInfo's CPU comparison, and for
+# ModuleInfos (tests/conformance/modules.py) the module CPU/accelerator parity test.
+_COMPARE_TESTS = {(None, None), ("TestCommon", None), (None, "test_compare_cpu"),
+                  ("TestCommon", "test_compare_cpu"), ("TestModule", None),
+                  (None, "test_cpu_gpu_parity"), ("TestModule", "test_cpu_gpu_parity")}
+
+
 def tolerance(op, dtype: torch.dtype) -> tuple[float, float]:
     """The OpInfo's own (atol, rtol) floor for test dtype `dtype` (0, 0 when it sets none).
     The tolerance that applies to a result adds the per-result-dtype rule: tol_for()."""
-    from torch.testing._internal.common_device_type import toleranceOverride
+    from torch.testing._internal.common_device_type import precisionOverride, toleranceOverride
 
     atol = rtol = 0.0
     for info in getattr(op, "decorators", ()) or ():
         if not hasattr(info, "decorators"):   # a bare decorator, not a DecorateInfo
             continue
-        if getattr(info, "cls_name", None) not in (None, "TestCommon"):
-            continue
-        if getattr(info, "test_name", None) not in (None, "test_compare_cpu"):
+        if (getattr(info, "cls_name", None), getattr(info, "test_name", None)) \
+                not in _COMPARE_TESTS:
             continue
         if getattr(info, "device_type", None) not in (None, "cpu"):
             continue
         for dec in info.decorators:
             if isinstance(dec, toleranceOverride) and dtype in dec.d:
                 atol, rtol = max(atol, dec.d[dtype].atol), max(rtol, dec.d[dtype].rtol)
+            elif isinstance(dec, precisionOverride) and dtype in dec.d:  # an atol
+                atol = max(atol, dec.d[dtype])
     return atol, rtol
 
 

@@ -1,4 +1,5 @@
-"""Op families, the fast subset that `make test` runs, and the ops that must stay native.
+"""Op families, the fast subset that `make test` runs, and the ops that must stay native;
+the same for PyTorch's ModuleInfos at the end (MODULE_*).
 
 Families follow issue 4's list (elementwise ... grouped_mm), then the rest of op_db
 (linalg, fft/signal, special functions, creation, views/shape, masked, sparse, other).
@@ -293,3 +294,36 @@ MUST_BE_NATIVE: dict[str, tuple[str, ...]] = {
 # They run as strict xfails: when the bug is fixed the test fails until the entry goes.
 # (Integer true division, the first entry, was fixed: a freed temporary was reused.)
 KNOWN_WRONG: dict[tuple[str, str], str] = {}
+
+# ---------------------------------------------------------------------------------------
+# ModuleInfo (module_db, tests/conformance/modules.py): the fast subset, module -> dtypes.
+# One or more modules per layer family: linear, conv, norms (BatchNorm's running
+# statistics), embedding, attention and transformer, recurrent, activations, pooling,
+# padding, losses.
+
+MODULE_FAST_SUBSET: dict[str, tuple[str, ...]] = {
+    "nn.Linear": ("float32",), "nn.Bilinear": ("float32",), "nn.Conv1d": ("float32",),
+    "nn.Conv2d": ("float32",), "nn.ConvTranspose2d": ("float32",),
+    "nn.BatchNorm1d": ("float32",), "nn.BatchNorm2d": ("float32",),
+    "nn.InstanceNorm2d": ("float32",), "nn.LayerNorm": ("float32",), "nn.RMSNorm": ("float32",),
+    "nn.GroupNorm": ("float32", "bfloat16"), "nn.Embedding": ("float32",),
+    "nn.MultiheadAttention": ("float32",), "nn.TransformerEncoderLayer": ("float32",),
+    "nn.TransformerDecoderLayer": ("float32",), "nn.LSTM": ("float32",), "nn.GRU": ("float32",),
+    "nn.GRUCell": ("float32",), "nn.ReLU": ("float32",), "nn.GELU": ("float32",),
+    "nn.SiLU": ("float32",), "nn.Hardswish": ("float32",), "nn.PReLU": ("float32",),
+    "nn.Softmax": ("float32",), "nn.LogSoftmax": ("float32",), "nn.MaxPool2d": ("float32",),
+    "nn.AvgPool2d": ("float32",), "nn.AdaptiveAvgPool2d": ("float32",),
+    "nn.ReflectionPad2d": ("float32",), "nn.ZeroPad2d": ("float32",),
+    "nn.CrossEntropyLoss": ("float32",), "nn.NLLLoss": ("float32",), "nn.MSELoss": ("float32",),
+    "nn.BCEWithLogitsLoss": ("float32",), "nn.SmoothL1Loss": ("float32",),
+}
+
+# Samples per (module, dtype) in the fast subset, training and eval interleaved.
+MODULE_FAST_MAX_SAMPLES = 16
+
+# Modules that must run natively, forward and backward (as MUST_BE_NATIVE for OpInfos):
+# every module of the fast subset did in the sweep that added them.
+MODULE_MUST_BE_NATIVE: dict[str, tuple[str, ...]] = dict(MODULE_FAST_SUBSET)
+
+# Known wrong results in the module fast subset: (module, dtype) -> the bug (strict xfail).
+MODULE_KNOWN_WRONG: dict[tuple[str, str], str] = {}

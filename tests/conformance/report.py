@@ -1,5 +1,8 @@
 """Turns the sweep's JSON into docs/op-coverage.md, a compact summary and a console table.
 
+The page is the OpInfo report with the ModuleInfo section (`sweep --modules`) spliced in
+between markers; each sweep rewrites its own part and keeps the other (write()).
+
     python -m tests.conformance.report [results.json] [out.md]   # re-render without re-running
 """
 
@@ -49,9 +52,15 @@ def counts_by_dtype(cases) -> dict[str, Counter]:
     return dict(sorted(out.items(), key=lambda kv: _dtype_key(kv[0])))
 
 
+def database(data) -> str:
+    """"op_db" or "module_db": what the sweep ran."""
+    return data["meta"].get("database", "op_db")
+
+
 def headline(data) -> dict:
-    """float32 over op_db: the issue's acceptance measure."""
-    f32 = [c for c in data["cases"] if c["dtype"] == "float32" and c.get("source") == "op_db"]
+    """float32 over op_db (the issue's acceptance measure), or over module_db."""
+    source = database(data)
+    f32 = [c for c in data["cases"] if c["dtype"] == "float32" and c.get("source") == source]
     n = len(f32)
     c = Counter(x["status"] for x in f32)
     native = c["native_own"] + c["native_library"]
@@ -79,7 +88,7 @@ def summary(data) -> dict:
                                           "seconds") if k in data["meta"]}
     return {
         "meta": meta,
-        "headline_float32_op_db": headline(data),
+        f"headline_float32_{database(data)}": headline(data),
         "counts": {d: dict(c) for d, c in counts_by_dtype(data["cases"]).items()},
         "cases": dict(sorted(per_op.items())),
     }
@@ -91,7 +100,8 @@ def console_summary(data) -> str:
         lines.append(f"{d:12s} " + " ".join(f"{c[s]:14d}" for s in STATUS_COLUMNS))
     h = headline(data)
     if h["opinfos"]:
-        lines.append(f"float32, op_db: {h['native']}/{h['opinfos']} native ({h['native_pct']}%), "
+        lines.append(f"float32, {database(data)}: {h['native']}/{h['opinfos']} native "
+                     f"({h['native_pct']}%), "
                      f"own lowering {h['own_share_pct']}% of native; wrong in any dtype: "
                      f"{h['wrong_all_dtypes']}")
     for c in data["cases"]:
@@ -133,7 +143,8 @@ def _dtypes_text(dtypes, data, op) -> str:
 
 def _repro(c) -> str:
     sample = c.get("detail", {}).get("sample")
-    cmd = f"python -m tests.conformance.sweep --op '{c['op']}' --dtype {c['dtype']}"
+    modules = " --modules" if c.get("source") == "module_db" else ""
+    cmd = f"python -m tests.conformance.sweep{modules} --op '{c['op']}' --dtype {c['dtype']}"
     if sample is not None:
         cmd += f" --sample {sample}"
     return cmd
@@ -142,7 +153,6 @@ def _repro(c) -> str:
 def markdown(data) -> str:
     meta, cases = data["meta"], data["cases"]
     h = headline(data)
-    by_dtype = counts_by_dtype(cases)
     out: list[str] = []
     w = out.append
     w("# Op coverage: PyTorch's OpInfo database on `neuron`\n")
@@ -177,20 +187,7 @@ def markdown(data) -> str:
     w("One row per dtype, one count per (OpInfo, dtype). float64 and complex128 are "
       "*narrowed*: the device stores them as float32 / complex64, so they are compared "
       "against the CPU computing on the same narrowed inputs (float32 tolerances).\n")
-    w("| dtype | cases | " + " | ".join(STATUS_TITLES[s] for s in STATUS_COLUMNS)
-      + " | native % | values not comparable (random / uninitialised) |")
-    w("|---|---:|" + "---:|" * len(STATUS_COLUMNS) + "---:|---:|")
-    for d, c in by_dtype.items():
-        total = sum(c.values())
-        countable = total - c["skipped"]
-        native = c["native_own"] + c["native_library"]
-        pct = f"{100.0 * native / countable:.1f}" if countable else "-"
-        shape_only = sum(1 for x in cases if x["dtype"] == d and x.get("check", "values") not in
-                         ("values", "values (random samples: shape/dtype)"))
-        label = f"{d} (narrowed to {NARROWED[d]})" if d in NARROWED else d
-        w(f"| {label} | {total} | " + " | ".join(str(c[s]) for s in STATUS_COLUMNS)
-          + f" | {pct} | {shape_only} |")
-    w("")
+    out += _dtype_table(cases)
     fwd_only = [c for c in cases if c["status"] == "fallback" and not c.get("fallback_forward")]
     w(f"Of the fallback cases, {len(fwd_only)} run their forward natively and fall back only "
       "in the backward pass. Cases where neuron differs from the CPU kernel but is closer to "
@@ -233,19 +230,7 @@ def markdown(data) -> str:
     w("")
 
     # Wrong.
-    wrong = [c for c in cases if c["status"] == "wrong"]
-    w(f"## Wrong results ({len(wrong)})\n")
-    if not wrong:
-        w("None.\n")
-    else:
-        w("Every entry is a bug. Reproduce one with the command shown.\n")
-        for c in sorted(wrong, key=lambda c: (_family_key(c.get("family", "")), c["op"],
-                                              _dtype_key(c["dtype"]))):
-            d = c.get("detail", {})
-            w(f"- **{c['op']}** {c['dtype']} ({d.get('phase', '?')}): "
-              f"{_md_escape(d.get('message', ''))}  \n  sample: `{_md_escape(d.get('input', ''))}`"
-              f"  \n  repro: `{_repro(c)}`")
-        w("")
+    out += _wrong_list(cases, "##")
 
     # Errors, grouped by cause (the message with dtypes, shapes and numbers blanked).
     errors = [c for c in cases if c["status"] == "error"]
@@ -323,6 +308,40 @@ def markdown(data) -> str:
     return "\n".join(out) + "\n"
 
 
+def _dtype_table(cases) -> list[str]:
+    """Counts per dtype (one per case), native share, cases whose values are not compared."""
+    out = ["| dtype | cases | " + " | ".join(STATUS_TITLES[s] for s in STATUS_COLUMNS)
+           + " | native % | values not comparable (random / uninitialised) |",
+           "|---|---:|" + "---:|" * len(STATUS_COLUMNS) + "---:|---:|"]
+    for d, c in counts_by_dtype(cases).items():
+        total = sum(c.values())
+        countable = total - c["skipped"]
+        native = c["native_own"] + c["native_library"]
+        pct = f"{100.0 * native / countable:.1f}" if countable else "-"
+        shape_only = sum(1 for x in cases if x["dtype"] == d and x.get("check", "values") not in
+                         ("values", "values (random samples: shape/dtype)"))
+        label = f"{d} (narrowed to {NARROWED[d]})" if d in NARROWED else d
+        out.append(f"| {label} | {total} | " + " | ".join(str(c[s]) for s in STATUS_COLUMNS)
+                   + f" | {pct} | {shape_only} |")
+    out.append("")
+    return out
+
+
+def _wrong_list(cases, level: str) -> list[str]:
+    wrong = [c for c in cases if c["status"] == "wrong"]
+    out = [f"{level} Wrong results ({len(wrong)})\n"]
+    if not wrong:
+        return out + ["None.\n"]
+    out.append("Every entry is a bug. Reproduce one with the command shown.\n")
+    for c in sorted(wrong, key=lambda c: (_family_key(c.get("family", "")), c["op"],
+                                          _dtype_key(c["dtype"]))):
+        d = c.get("detail", {})
+        out.append(f"- **{c['op']}** {c['dtype']} ({d.get('phase', '?')}): "
+                   f"{_md_escape(d.get('message', ''))}  \n  sample: "
+                   f"`{_md_escape(d.get('input', ''))}`  \n  repro: `{_repro(c)}`")
+    return out + [""]
+
+
 _METHOD = """## How it is measured
 
 The harness (`tests/conformance/`) follows PyTorch's own `TestCommon.test_compare_cpu`
@@ -387,13 +406,161 @@ The harness (`tests/conformance/`) follows PyTorch's own `TestCommon.test_compar
 """
 
 
+# ---------------------------------------------------------------------------------------
+# The ModuleInfo section (`sweep --modules`): one row per module.
+
+MODULES_BEGIN = ("<!-- ModuleInfo section: written by "
+                 "`python -m tests.conformance.sweep --modules` -->")
+MODULES_END = "<!-- end of the ModuleInfo section -->"
+_METHOD_HEADING = "## How it is measured"
+
+
+def _module_cell(c) -> str:
+    if c is None:
+        return "-"
+    return STATUS_TITLES[c["status"]]
+
+
+def _module_notes(c, marks) -> str:
+    """A row's notes: the ATen ops that fell back, the first error or wrong value, or the
+    host library kernels used; and how PyTorch marks its own parity test for the module."""
+    parts = []
+    if c["status"] == "fallback":
+        parts.append("CPU fallback: " + ", ".join(f"`{o}`" for o in _fallback_ops(c)))
+    elif c["status"] in ("wrong", "error", "skipped"):
+        d = c.get("detail", {})
+        where = f"{c['dtype']}, sample {d['sample']} ({d.get('phase', '?')}): " if "sample" in d \
+            else f"{c['dtype']}: "
+        parts.append(where + _md_escape(d.get("message", ""))[:300])
+    elif c.get("library_ops"):
+        parts.append("library: " + ", ".join(f"`{o}`" for o in c["library_ops"][:4])
+                     + (" ..." if len(c["library_ops"]) > 4 else ""))
+    if marks:
+        parts.append("PyTorch's test_cpu_gpu_parity: " + ", ".join(marks))
+    return "; ".join(parts)
+
+
+def module_markdown(data) -> str:
+    """The ModuleInfo section of docs/op-coverage.md, between its markers."""
+    meta, cases = data["meta"], data["cases"]
+    infos = data.get("opinfos", {})
+    h = headline(data)
+    out: list[str] = [MODULES_BEGIN, ""]
+    w = out.append
+    w("## ModuleInfo: PyTorch's module_db on `neuron`\n")
+    w("Generated by `python -m tests.conformance.sweep --modules` (part of `make conformance`) "
+      "from `tests/conformance/results/module_coverage.json`. Every ModuleInfo of "
+      "`torch.testing._internal.common_modules.module_db`, in every dtype it declares for "
+      "the CPU, as PyTorch's `TestModule.test_cpu_gpu_parity` runs it (lazy modules too, "
+      "which that test leaves out): for each input of its "
+      "`module_inputs_func` (training=True and training=False) the module is built on the "
+      "CPU, its parameters and buffers are copied to neuron, and the forward outputs, the "
+      "buffers it updates (running statistics) and the gradients of the inputs and of the "
+      "parameters are compared with the CPU's by the OpInfo harness's rules "
+      "(`tests/conformance/modules.py`; tolerances: the parity test's overrides, else as "
+      "below).\n")
+    w(f"- Run: {meta.get('date', '?')}, commit `{meta.get('git_commit', '?')}`"
+      f"{' (with uncommitted changes in csrc/ or python/)' if meta.get('git_dirty') else ''}, "
+      f"torch {meta.get('torch', '?')}, {meta.get('workers', '?')} workers, "
+      f"{meta.get('seconds', 0) / 60:.1f} min; samples: "
+      f"{('the first ' + str(meta['max_samples'])) if meta.get('max_samples') else 'all'} "
+      "of each module's inputs per dtype.")
+    w(f"- ModuleInfos: {len(infos)}; {len(cases)} (module, dtype) cases, "
+      f"{sum(c.get('samples', 0) for c in cases)} samples checked.\n")
+    if h["opinfos"]:
+        w(f"**{h['native']} of {h['opinfos']} ModuleInfos ({h['native_pct']}%) pass natively "
+          f"in float32** (forward and backward): {h['native_own']} through our own "
+          f"lowerings, {h['native_library']} using a host library kernel. {h['fallback']} "
+          f"pass through the CPU fallback, {h['wrong']} are wrong, {h['error']} raise, "
+          f"{h['skipped']} were skipped. Wrong results in any dtype: "
+          f"**{h['wrong_all_dtypes']}**.\n")
+    out += _dtype_table(cases)
+
+    w("### Per module\n")
+    by_mod: dict[str, dict[str, dict]] = defaultdict(dict)
+    for c in cases:
+        by_mod[c["op"]][c["dtype"]] = c
+    w("| module | float32 | float64 (narrowed) | other dtypes | float32 samples (grads) | notes |")
+    w("|---|---|---|---|---:|---|")
+    for name in sorted(by_mod):
+        per = by_mod[name]
+        others = ", ".join(f"{d}: {_module_cell(per[d])}" for d in
+                           sorted(set(per) - {"float32", "float64"}, key=_dtype_key))
+        f32 = per.get("float32")
+        counts = f"{f32['samples']} ({f32.get('grad_samples', 0)})" if f32 else "-"
+        worst = max(per.values(), key=lambda c: _SEVERITY[c["status"]])
+        w(f"| {name} | {_module_cell(f32)} | {_module_cell(per.get('float64'))} | "
+          f"{others or '-'} | {counts} | "
+          f"{_module_notes(worst, infos.get(name, {}).get('pytorch_parity'))} |")
+    w("")
+    out += _wrong_list(cases, "###")
+    errors = [c for c in cases if c["status"] == "error"]
+    w(f"### Errors ({len(errors)})\n")
+    w("None.\n" if not errors else "Each with the first failing sample and its repro.\n")
+    for c in sorted(errors, key=lambda c: (c["op"], _dtype_key(c["dtype"]))):
+        d = c.get("detail", {})
+        w(f"- **{c['op']}** {c['dtype']} ({d.get('phase', '?')}): "
+          f"`{_md_escape(d.get('message', ''))}`  \n  sample: `{_md_escape(d.get('input', ''))}`"
+          f"  \n  repro: `{_repro(c)}`")
+    if errors:
+        w("")
+    w(MODULES_END)
+    return "\n".join(out) + "\n"
+
+
+# The status a module row explains first.
+_SEVERITY = {"wrong": 5, "error": 4, "fallback": 3, "skipped": 2, "native_library": 1,
+             "native_own": 0}
+
+
+def splice(page: str, section: str) -> str:
+    """page with its ModuleInfo section replaced by `section` (before "How it is measured",
+    or at the end)."""
+    if MODULES_BEGIN in page and MODULES_END in page:
+        head, rest = page.split(MODULES_BEGIN, 1)
+        page = head.rstrip("\n") + "\n\n" + rest.split(MODULES_END, 1)[1].lstrip("\n")
+    if not section:
+        return page
+    if _METHOD_HEADING in page:
+        head, tail = page.split(_METHOD_HEADING, 1)
+        return head + section + "\n" + _METHOD_HEADING + tail
+    return (page.rstrip("\n") + "\n\n" if page else "") + section
+
+
+def _section(page: str) -> str:
+    if MODULES_BEGIN not in page or MODULES_END not in page:
+        return ""
+    inner = page.split(MODULES_BEGIN, 1)[1].split(MODULES_END, 1)[0]
+    return MODULES_BEGIN + inner + MODULES_END + "\n"
+
+
+def write(path: Path, data) -> None:
+    """Writes data's part of the page at `path` and keeps the other part: an OpInfo sweep
+    keeps the ModuleInfo section, a ModuleInfo sweep keeps the OpInfo report."""
+    old = path.read_text() if path.exists() else ""
+    if database(data) == "module_db":
+        page, section = old, module_markdown(data)
+    else:
+        page, section = markdown(data), _section(old)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(splice(page, section))
+
+
 def main(argv=None) -> int:
+    """Re-renders from the JSON: [results.json] [out.md]; without arguments, both parts from
+    results/op_coverage.json and results/module_coverage.json, where present."""
     argv = argv if argv is not None else sys.argv[1:]
-    src = Path(argv[0]) if argv else HERE / "results" / "op_coverage.json"
     dst = Path(argv[1]) if len(argv) > 1 else HERE.parent.parent / "docs" / "op-coverage.md"
-    data = json.loads(src.read_text())
-    dst.write_text(markdown(data))
-    print(console_summary(data))
+    sources = [Path(argv[0])] if argv else [
+        p for p in (HERE / "results" / "op_coverage.json",
+                    HERE / "results" / "module_coverage.json") if p.exists()]
+    if not sources:
+        print("no results JSON: run the sweep first", file=sys.stderr)
+        return 2
+    for src in sources:
+        data = json.loads(src.read_text())
+        write(dst, data)
+        print(console_summary(data))
     print(f"wrote {dst}")
     return 0
 

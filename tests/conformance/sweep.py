@@ -1,14 +1,18 @@
 """The conformance sweep: every OpInfo x every CPU dtype, on neuron against the CPU.
 
-    python -m tests.conformance.sweep                     # everything (`make conformance`)
+    python -m tests.conformance.sweep                     # every OpInfo (`make conformance`)
+    python -m tests.conformance.sweep --modules           # every ModuleInfo (`make conformance`)
     python -m tests.conformance.sweep --op softmax --op 'nn.functional.*norm*'
     python -m tests.conformance.sweep --op add --dtype bfloat16 --sample 3 -v   # one sample
+    python -m tests.conformance.sweep --modules --op nn.LSTM --dtype float32 --sample 5
 
 Cases run in worker processes (spawned, so each has a fresh device), one (op, dtype) at a
 time, with a per-case time limit: a case that hangs is killed and recorded as
 "error: timeout"; a case that kills its worker is recorded as "error: crashed" and the
 worker is replaced. Results: tests/conformance/results/op_coverage.json (everything),
-results/summary.json (one status per case, committed) and docs/op-coverage.md.
+results/summary.json (one status per case, committed) and docs/op-coverage.md; with
+--modules (PyTorch's module_db, through modules.py), results/module_coverage.json,
+results/module_summary.json and the ModuleInfo section of docs/op-coverage.md.
 
 This module imports no torch at the top so that a worker's environment (thread counts,
 platform profile) is set before torch loads.
@@ -34,6 +38,8 @@ RESULTS = HERE / "results"
 DEFAULT_JSON = RESULTS / "op_coverage.json"
 DEFAULT_SUMMARY = RESULTS / "summary.json"
 DEFAULT_REPORT = REPO / "docs" / "op-coverage.md"
+MODULES_JSON = RESULTS / "module_coverage.json"
+MODULES_SUMMARY = RESULTS / "module_summary.json"
 HANGS = RESULTS / "hangs"  # stacks of workers that timed out (not committed)
 
 # Per worker: one intra-op thread for the device's kernels and for PyTorch's CPU kernels
@@ -55,11 +61,23 @@ DEFAULT_TIMEOUT = 120.0
 CASES_PER_WORKER = 400  # then the worker is replaced (bounds leaks across cases)
 
 
+def database(name: str) -> dict:
+    """key -> (OpInfo, source) of what a sweep runs: "opinfo" (opinfos.py) or "module"
+    (module_db, as OpInfos: modules.py)."""
+    if name == "module":
+        from tests.conformance import modules
+
+        return modules.all_moduleinfos()
+    from tests.conformance import opinfos
+
+    return opinfos.all_opinfos()
+
+
 # ---------------------------------------------------------------------------------------
 # Worker side.
 
 
-def _worker_main(conn, record: bool) -> None:
+def _worker_main(conn, record: bool, db: str) -> None:
     import faulthandler
     import signal
     import warnings
@@ -72,9 +90,9 @@ def _worker_main(conn, record: bool) -> None:
     import torch
 
     torch.set_num_threads(1)
-    from tests.conformance import classify, opinfos
+    from tests.conformance import classify
 
-    ops = opinfos.all_opinfos()
+    ops = database(db)
     conn.send(("ready", os.getpid()))
     while True:
         msg = conn.recv()
@@ -102,13 +120,13 @@ def _run_one(classify, ops, key, dtype_name, record, opts, only_sample=None) -> 
 
 
 class _Worker:
-    def __init__(self, env: dict[str, str], record: bool):
+    def __init__(self, env: dict[str, str], record: bool, db: str):
         ctx = mp.get_context("spawn")
         self.conn, child = ctx.Pipe()
         saved = {k: os.environ.get(k) for k in env}
         os.environ.update(env)
         try:
-            self.proc = ctx.Process(target=_worker_main, args=(child, record), daemon=True)
+            self.proc = ctx.Process(target=_worker_main, args=(child, record, db), daemon=True)
             self.proc.start()
         finally:
             for k, v in saved.items():
@@ -186,7 +204,7 @@ class _Worker:
 
 
 def run_pool(cases: list[dict], *, workers: int, timeout: float, opts: dict, record: bool,
-             progress=print) -> list[dict]:
+             progress=print, db: str = "opinfo") -> list[dict]:
     """Runs cases (dicts with op, dtype, env) on `workers` processes per environment."""
     results: list[dict] = []
     by_env: dict[tuple, list[dict]] = {}
@@ -209,15 +227,15 @@ def run_pool(cases: list[dict], *, workers: int, timeout: float, opts: dict, rec
     for env_key, todo in by_env.items():
         env = {**WORKER_ENV, **dict(env_key)}
         queue = list(todo)
-        pool = [_Worker(env, record) for _ in range(min(workers, len(queue)))]
+        pool = [_Worker(env, record, db) for _ in range(min(workers, len(queue)))]
         # A spare worker starts in advance, so replacing a dead one costs no start-up time.
-        spare = [_Worker(env, record)] if len(queue) > len(pool) else []
+        spare = [_Worker(env, record, db)] if len(queue) > len(pool) else []
 
         def replace():
             if queue:
-                pool.append(spare.pop() if spare else _Worker(env, record))
+                pool.append(spare.pop() if spare else _Worker(env, record, db))
                 if len(queue) > len(pool):
-                    spare.append(_Worker(env, record))
+                    spare.append(_Worker(env, record, db))
 
         start_failures = 0
         while pool:
@@ -283,23 +301,26 @@ def run_pool(cases: list[dict], *, workers: int, timeout: float, opts: dict, rec
 # Parent side.
 
 
-def enumerate_cases(op_patterns, dtype_names, families) -> tuple[list[dict], dict]:
+def enumerate_cases(op_patterns, dtype_names, families, db: str = "opinfo"
+                    ) -> tuple[list[dict], dict]:
     import torch
 
     from tests.conformance import families as fam
-    from tests.conformance import opinfos
+    from tests.conformance import modules, opinfos
 
-    ops = opinfos.all_opinfos()
+    ops = database(db)
     cases, meta = [], {}
     for key, (op, source) in ops.items():
         if op_patterns and not any(fnmatch.fnmatchcase(key, p) or key == p
                                    for p in op_patterns):
             continue
-        family = fam.family_of(op)
+        family = "module" if db == "module" else fam.family_of(op)
         if families and family not in families:
             continue
         dts = [str(d).removeprefix("torch.") for d in opinfos.cpu_dtypes(op)]
         meta[key] = {"family": family, "source": source, "dtypes": dts}
+        if db == "module":
+            meta[key]["pytorch_parity"] = modules.parity_marks(op.module_info)
         for d in dts:
             if dtype_names and d not in dtype_names:
                 continue
@@ -317,7 +338,7 @@ def _git(*args) -> str:
         return ""
 
 
-def run_in_process(cases, opts, record, verbose, only_sample=None) -> list[dict]:
+def run_in_process(cases, opts, record, verbose, only_sample=None, db="opinfo") -> list[dict]:
     import warnings
 
     for k, v in WORKER_ENV.items():
@@ -325,9 +346,9 @@ def run_in_process(cases, opts, record, verbose, only_sample=None) -> list[dict]
     warnings.simplefilter("ignore")
     import torch
 
-    from tests.conformance import classify, opinfos
+    from tests.conformance import classify
 
-    ops = opinfos.all_opinfos()
+    ops = database(db)
     out = []
     for c in cases:
         res = _run_one(classify, ops, c["op"], c["dtype"], record, opts, only_sample)
@@ -345,12 +366,16 @@ def run_in_process(cases, opts, record, verbose, only_sample=None) -> list[dict]
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--op", action="append", default=[],
-                    help="OpInfo name or glob ('name.variant' for variants); repeatable")
+                    help="OpInfo name or glob ('name.variant' for variants), with --modules "
+                         "a module name ('nn.LSTM'); repeatable")
+    ap.add_argument("--modules", action="store_true",
+                    help="PyTorch's ModuleInfo database (module_db) instead of the OpInfos")
     ap.add_argument("--dtype", action="append", default=[], help="e.g. float32; repeatable")
     ap.add_argument("--family", action="append", default=[], help="a family of families.py")
     ap.add_argument("--workers", type=int, default=2)
-    ap.add_argument("--max-samples", type=int, default=DEFAULT_MAX_SAMPLES,
-                    help="samples per (op, dtype); 0 = all")
+    ap.add_argument("--max-samples", type=int, default=None,
+                    help=f"samples per (op, dtype) (default {DEFAULT_MAX_SAMPLES}; with "
+                         "--modules all); 0 = all")
     ap.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, help="seconds per case")
     ap.add_argument("--sample", type=int, default=None,
                     help="run only this sample index (in this process; implies -v)")
@@ -358,32 +383,36 @@ def main(argv=None) -> int:
     ap.add_argument("--no-record", action="store_true",
                     help="do not record which aten ops ran (no TorchDispatchMode)")
     ap.add_argument("--out", type=Path, default=None,
-                    help=f"results JSON (default {DEFAULT_JSON.relative_to(REPO)} for a full "
-                         "sweep; none for a partial one)")
+                    help=f"results JSON (default {DEFAULT_JSON.relative_to(REPO)}, with "
+                         f"--modules {MODULES_JSON.relative_to(REPO)}, for a full sweep; none "
+                         "for a partial one)")
     ap.add_argument("--report", type=Path, default=None,
                     help=f"markdown report (default {DEFAULT_REPORT.relative_to(REPO)} for a "
-                         "full sweep)")
+                         "full sweep; --modules rewrites its section only)")
     ap.add_argument("-v", "--verbose", action="store_true")
     args = ap.parse_args(argv)
 
     full = not (args.op or args.dtype or args.family or args.sample is not None)
+    db = "module" if args.modules else "opinfo"
+    if args.max_samples is None:
+        args.max_samples = 0 if args.modules else DEFAULT_MAX_SAMPLES
     max_samples = args.max_samples or None
     opts = {"max_samples": max_samples}
     record = not args.no_record
-    cases, meta = enumerate_cases(args.op, set(args.dtype), set(args.family))
+    cases, meta = enumerate_cases(args.op, set(args.dtype), set(args.family), db)
     if not cases:
         print("no case matches", file=sys.stderr)
         return 2
     t0 = time.monotonic()
     if args.sample is not None or args.in_process:
         results = run_in_process(cases, opts, record, args.verbose or args.sample is not None,
-                                 args.sample)
+                                 args.sample, db)
     else:
-        print(f"{len(cases)} cases ({len(meta)} OpInfos), {args.workers} workers, "
-              f"max {max_samples or 'all'} samples per case, timeout {args.timeout:.0f}s",
-              flush=True)
+        print(f"{len(cases)} cases ({len(meta)} {'ModuleInfos' if args.modules else 'OpInfos'}), "
+              f"{args.workers} workers, max {max_samples or 'all'} samples per case, "
+              f"timeout {args.timeout:.0f}s", flush=True)
         results = run_pool(cases, workers=args.workers, timeout=args.timeout, opts=opts,
-                           record=record, progress=lambda s: print(s, flush=True))
+                           record=record, progress=lambda s: print(s, flush=True), db=db)
     elapsed = time.monotonic() - t0
     for r in results:
         m = meta.get(r["op"], {})
@@ -405,6 +434,7 @@ def main(argv=None) -> int:
             "python": platform.python_version(),
             "machine": f"{platform.machine()}, {os.cpu_count()} cores",
             "workers": args.workers if not (args.in_process or args.sample is not None) else 0,
+            "database": "module_db" if args.modules else "op_db",
             "max_samples": max_samples,
             "timeout_s": args.timeout,
             "seconds": round(elapsed, 1),
@@ -416,19 +446,20 @@ def main(argv=None) -> int:
     }
     from tests.conformance import report
 
-    out = args.out or (DEFAULT_JSON if full else None)
+    json_path, summary_path = (MODULES_JSON, MODULES_SUMMARY) if args.modules else \
+        (DEFAULT_JSON, DEFAULT_SUMMARY)
+    out = args.out or (json_path if full else None)
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(data, indent=1, default=str) + "\n")
         print(f"wrote {out}")
         if full:
-            DEFAULT_SUMMARY.write_text(json.dumps(report.summary(data), indent=1,
-                                                  sort_keys=True) + "\n")
-            print(f"wrote {DEFAULT_SUMMARY}")
+            summary_path.write_text(json.dumps(report.summary(data), indent=1,
+                                               sort_keys=True) + "\n")
+            print(f"wrote {summary_path}")
     rep = args.report or (DEFAULT_REPORT if full else None)
     if rep is not None:
-        rep.parent.mkdir(parents=True, exist_ok=True)
-        rep.write_text(report.markdown(data))
+        report.write(rep, data)
         print(f"wrote {rep}")
     print(report.console_summary(data))
     print(f"{elapsed:.0f}s")

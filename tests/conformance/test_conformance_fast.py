@@ -113,11 +113,8 @@ def test_harness_flags_a_wrong_gradient():
     assert res.status == "wrong" and res.detail["phase"] == "backward", res
 
 
-# An op with a CPU kernel only: on neuron it runs as a host library kernel (the CPU kernel in
-# place on device memory), or through the CPU fallback when that path is turned off.
-_SELFTEST = torch.library.Library("conformance_selftest", "DEF")
-_SELFTEST.define("twice(Tensor x) -> Tensor")
-_SELFTEST.impl("twice", lambda x: x * 2, "CPU")
+# torch.ops.conformance_selftest.twice (conftest.py) has a CPU kernel only: on neuron it
+# runs as a host library kernel, or through the CPU fallback when that path is turned off.
 
 
 def test_harness_sees_host_library_kernels():

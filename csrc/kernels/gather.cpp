@@ -179,9 +179,11 @@ int scatter_entry(const void* params, const onrt_arg* args, char* err, size_t er
   // Sums and products in bfloat16/float16 accumulate in float and round once per
   // destination element, as the CPU's scatter_add, scatter_reduce and index_add_ (over
   // slices) do: bit-equal to the CPU there, and more accurate than rounding per addition.
+  // The CPU's index_add_ into a 0-d or 1-d self rounds each addition: so does this one.
   constexpr bool kWideAcc = !std::is_same_v<T, C> && std::is_floating_point_v<C>;
-  const bool wide = kWideAcc && (op == ScatterOp::IndexAdd || op == ScatterOp::ScatterAdd ||
-                                 op == ScatterOp::ScatterMean || op == ScatterOp::ScatterProd);
+  const bool wide = kWideAcc && ((op == ScatterOp::IndexAdd && selft.ndim > 1) ||
+                                 op == ScatterOp::ScatterAdd || op == ScatterOp::ScatterMean ||
+                                 op == ScatterOp::ScatterProd);
   auto body = [&](int64_t b, int64_t e) {
     std::vector<int64_t> cnt;
     if (needs_count) cnt.resize(tsize);

@@ -3,6 +3,7 @@
 // a DType to its storage type.
 #pragma once
 
+#include <limits>
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
@@ -82,8 +83,17 @@ ON_INLINE To cvt(From v) {
   if constexpr (std::is_same_v<To, From>) return v;
   else if constexpr (std::is_same_v<To, bool>) return v != From(0);
   else if constexpr (std::is_integral_v<To> && std::is_floating_point_v<From>) {
-    if constexpr (sizeof(To) == 8) return static_cast<To>(v);
-    else return static_cast<To>(static_cast<int64_t>(v));
+    if constexpr (sizeof(To) == 8) {
+      return static_cast<To>(v);
+    } else if constexpr (std::is_unsigned_v<To>) {
+      return static_cast<To>(static_cast<int64_t>(v));
+    } else {
+      // Through int32, as the CPU's kernels compile it (cvttss2si): out of range gives
+      // INT32_MIN, then narrowed.
+      const bool in_range = v >= From(-2147483648.0) && v < From(2147483648.0);
+      return static_cast<To>(in_range ? static_cast<int32_t>(v)
+                                      : std::numeric_limits<int32_t>::min());
+    }
   } else if constexpr (std::is_same_v<To, float> && std::is_same_v<From, double>) {
     return static_cast<float>(v);
   } else return static_cast<To>(v);

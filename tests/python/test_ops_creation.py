@@ -141,3 +141,12 @@ def test_bool_fills_take_any_nonzero_value_as_true(neuron):
     mask = torch.tensor([True, False, True])
     got = torch.zeros(3, dtype=torch.bool, device=neuron).masked_fill(mask.to(neuron), float("inf"))
     assert torch.equal(got.cpu(), mask)
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int16, torch.int8, torch.uint8, torch.int64])
+def test_float_to_int_conversion_of_out_of_range_values_is_the_cpus(neuron, dtype):
+    """C++ leaves it undefined; the CPU's kernels give INT32_MIN (narrowed) for signed
+    types below 64 bits and go through int64 for uint8: neuron gives the same."""
+    big = torch.finfo(torch.float32).max
+    v = torch.tensor([-big, -2.0, -1.5, -0.5, 0.0, 0.5, 1.5, 2.0, 3e9, -3e9, big])
+    assert v.to(neuron).to(dtype).cpu().tolist() == v.to(dtype).tolist()

@@ -301,3 +301,16 @@ def test_flip_of_a_0d_tensor(neuron):
     x = torch.tensor(2.5)
     assert torch.equal(x.to(neuron).flip(0).cpu(), x.flip(0))
     assert torch.equal(x.to(neuron).flip(-1).cpu(), x.flip(-1))
+
+
+@pytest.mark.parametrize("shape", [(5,), (5, 3)])
+def test_index_add_in_half_rounds_like_the_cpu(neuron, shape):
+    """The CPU's index_add_ rounds each addition into a 1-d self, once per element over
+    slices: both give its bits."""
+    torch.manual_seed(0)
+    for _ in range(50):
+        dst = (torch.randn(*shape) * 8).half()
+        src = (torch.randn(6, *shape[1:]) * 8).half()
+        idx = torch.randint(0, 5, (6,))
+        got = dst.to(neuron).index_add_(0, idx.to(neuron), src.to(neuron)).cpu()
+        assert torch.equal(got, dst.clone().index_add_(0, idx, src))

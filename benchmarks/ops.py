@@ -54,6 +54,28 @@ def _sdpa_fwd_bwd(q, k, v):
     torch.autograd.backward(out, torch.ones_like(out))
 
 
+def _rnn_inputs(kind: str):
+    def make(dt):
+        module = getattr(torch.nn, kind)(256, 256)
+        return [torch.randn(128, 16, 256).to(dt), *[p.detach().to(dt) for p in module.parameters()]]
+    return make
+
+
+def _rnn(kind: str, backward: bool):
+    """One layer over sequence 128, batch 16, hidden 256 (torch._VF, as nn.LSTM/nn.GRU call it)."""
+    def run(x, *weights):
+        if backward:
+            weights = [w.detach().requires_grad_() for w in weights]
+        h = x.new_zeros(1, x.size(1), 256)
+        args = ((h, h) if kind == "LSTM" else h, list(weights), True, 1, 0.0, backward, False,
+                False)
+        out = (torch._VF.lstm if kind == "LSTM" else torch._VF.gru)(x, *args)[0]
+        if backward:
+            out.sum().backward()
+        return out
+    return run
+
+
 FAMILIES: dict[str, dict[str, OpSpec]] = {
     "elementwise": {
         "add 1M": (_rr((1024, 1024), (1024, 1024)), torch.add),
@@ -129,6 +151,11 @@ FAMILIES: dict[str, dict[str, OpSpec]] = {
         "cross_entropy 4096x1000": (
             lambda dt: [torch.randn(4096, 1000).to(dt), torch.randint(0, 1000, (4096,))],
             F.cross_entropy),
+    },
+    "rnn": {
+        "LSTM seq128 h256 b16": (_rnn_inputs("LSTM"), _rnn("LSTM", False)),
+        "LSTM fwd+bwd seq128 h256 b16": (_rnn_inputs("LSTM"), _rnn("LSTM", True)),
+        "GRU seq128 h256 b16": (_rnn_inputs("GRU"), _rnn("GRU", False)),
     },
     "random": {
         "dropout 1M": (_r(1024, 1024), lambda x: F.dropout(x, 0.1, training=True)),

@@ -100,16 +100,17 @@ def test_half_types_compute_in_float(neuron, dtype):
         torch.testing.assert_close(got.float().cpu(), want, atol=3e-2, rtol=3e-2)
 
 
-def test_training_an_lstm_follows_the_cpu(neuron):
+@pytest.mark.parametrize("kind", ["LSTM", "GRU"])
+def test_training_follows_the_cpu_for_20_steps(neuron, kind):
     torch.manual_seed(7)
-    lstm, head = nn.LSTM(5, 12, batch_first=True), nn.Linear(12, 1)
+    lstm, head = getattr(nn, kind)(5, 12, batch_first=True), nn.Linear(12, 1)
     x, y = torch.randn(8, 10, 5), torch.randn(8, 1)
     losses = {}
     for device in ("cpu", neuron):
         l, h = copy.deepcopy(lstm).to(device), copy.deepcopy(head).to(device)
         opt = torch.optim.SGD([*l.parameters(), *h.parameters()], lr=0.1)
         run = []
-        for _ in range(5):
+        for _ in range(20):
             opt.zero_grad()
             out, _ = l(x.to(device))
             loss = nn.functional.mse_loss(h(out[:, -1]), y.to(device))

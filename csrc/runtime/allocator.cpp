@@ -6,6 +6,7 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <shared_mutex>
 
@@ -59,6 +60,15 @@ void for_each_stat_array(onrt_memory_stats& s, F f) {
   f(s.inactive_split_bytes);
   f(s.requested_bytes);
 }
+
+struct Observer {
+  onrt_memory_observer fn;
+  void* user;
+};
+// Swapped whole, so a reader never pairs one observer's function with
+// another's user pointer. Readers are under some allocator's lock; the old
+// value is leaked on purpose (a few bytes per set) so none can see it freed.
+std::atomic<const Observer*> observer{nullptr};
 
 }  // namespace
 
@@ -117,6 +127,26 @@ void CachingAllocator::update(onrt_stat (&stat)[ONRT_POOL_COUNT], int pool, int6
   }
 }
 
+void set_memory_observer(onrt_memory_observer fn, void* user) {
+  observer.store(fn == nullptr ? nullptr : new Observer{fn, user}, std::memory_order_release);
+}
+
+void CachingAllocator::notify(onrt_memory_action action, const void* address, size_t size,
+                              size_t requested, const Stream* stream) {
+  const Observer* o = observer.load(std::memory_order_acquire);
+  if (o == nullptr || o->fn == nullptr) return;
+  onrt_memory_event e{};
+  e.action = action;
+  e.device = device_;
+  e.address = reinterpret_cast<uintptr_t>(address);
+  e.size = size;
+  e.requested = requested;
+  e.stream = stream ? stream->id() : 0;
+  e.allocated_bytes = stats_.allocated_bytes[ONRT_POOL_ALL].current;
+  e.reserved_bytes = stats_.reserved_bytes[ONRT_POOL_ALL].current;
+  o->fn(&e, o->user);
+}
+
 void CachingAllocator::free_set_add(Block* b) {
   b->state = State::kFree;
   free_blocks_[b->pool].insert(b);
@@ -154,6 +184,7 @@ bool CachingAllocator::new_segment(int pool, size_t size, Stream* stream, Block*
   update(stats_.segment, pool, 1);
   update(stats_.reserved_bytes, pool, static_cast<int64_t>(size));
   ++stats_.num_device_alloc;
+  notify(ONRT_MEMORY_SEGMENT_ALLOC, base, size, size, stream);
   free_set_add(b);
   *out = b;
   return true;
@@ -182,11 +213,13 @@ void CachingAllocator::take_block(Block* b, size_t size, size_t requested) {
   update(stats_.active, b->pool, 1);
   update(stats_.active_bytes, b->pool, static_cast<int64_t>(b->size));
   update(stats_.requested_bytes, b->pool, static_cast<int64_t>(requested));
+  notify(ONRT_MEMORY_ALLOC, b->ptr, b->size, requested, b->stream);
 }
 
 // Merges always keep the lower-addressed block, so a segment's first block
 // (the key of segments_) lives as long as the segment.
 void CachingAllocator::free_block(Block* b) {
+  notify(ONRT_MEMORY_FREE_COMPLETED, b->ptr, b->size, b->requested, b->stream);
   update(stats_.active, b->pool, -1);
   update(stats_.active_bytes, b->pool, -static_cast<int64_t>(b->size));
   b->stream_uses.clear();
@@ -224,6 +257,7 @@ void CachingAllocator::release_cached_segments() {
     update(stats_.segment, head->pool, -1);
     update(stats_.reserved_bytes, head->pool, -static_cast<int64_t>(head->size));
     ++stats_.num_device_free;
+    notify(ONRT_MEMORY_SEGMENT_FREE, head->ptr, head->size, head->size, head->stream);
     delete head;
     it = segments_.erase(it);
   }
@@ -320,6 +354,7 @@ onrt_status CachingAllocator::free(void* ptr) {
   update(stats_.allocation, b->pool, -1);
   update(stats_.allocated_bytes, b->pool, -static_cast<int64_t>(b->size));
   update(stats_.requested_bytes, b->pool, -static_cast<int64_t>(b->requested));
+  notify(ONRT_MEMORY_FREE_REQUESTED, b->ptr, b->size, b->requested, b->stream);
   PendingFree pending{b, {}};
   for (Stream* s : b->stream_uses) {
     const uint64_t mark = s->enqueued();
@@ -369,6 +404,28 @@ void CachingAllocator::empty_cache() {
   std::unique_lock<std::mutex> lock(mu_);
   process_pending_frees();
   release_cached_segments_waiting(lock);
+}
+
+std::vector<onrt_segment_info> CachingAllocator::snapshot(
+    std::vector<std::vector<onrt_block_info>>* blocks) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<onrt_segment_info> out;
+  blocks->clear();
+  blocks->reserve(segments_.size());
+  for (const auto& [base, head] : segments_) {
+    std::vector<onrt_block_info>& bs = blocks->emplace_back();
+    size_t total = 0;
+    for (const Block* b = head; b != nullptr; b = b->next) {
+      const onrt_block_state state = b->state == State::kAllocated     ? ONRT_BLOCK_ALLOCATED
+                                     : b->state == State::kPendingFree ? ONRT_BLOCK_PENDING_FREE
+                                                                       : ONRT_BLOCK_FREE;
+      bs.push_back(onrt_block_info{reinterpret_cast<uintptr_t>(b->ptr), b->size,
+                                   b->state == State::kFree ? 0 : b->requested, state});
+      total += b->size;
+    }
+    out.push_back(onrt_segment_info{base, total, head->pool, head->stream->id(), nullptr, 0});
+  }
+  return out;
 }
 
 onrt_memory_stats CachingAllocator::stats() {

@@ -47,6 +47,7 @@ class CachingAllocator {
   void empty_cache();
 
   onrt_memory_stats stats();
+  std::vector<onrt_segment_info> snapshot(std::vector<std::vector<onrt_block_info>>* blocks);
   void reset_peak();
   void reset_accumulated();
   int device() const { return device_; }
@@ -100,6 +101,9 @@ class CachingAllocator {
   void free_set_add(Block* b);
   void free_set_remove(Block* b);
   void update(onrt_stat (&stat)[ONRT_POOL_COUNT], int pool, int64_t delta);
+  // Tells the memory observer (onrt_memory_set_observer), if any; under mu_.
+  void notify(onrt_memory_action action, const void* address, size_t size, size_t requested,
+              const Stream* stream);
 
   const int device_;
   const uint64_t capacity_;
@@ -110,5 +114,8 @@ class CachingAllocator {
   std::vector<PendingFree> pending_;
   onrt_memory_stats stats_{};
 };
+
+// The process-wide memory observer (onrt_memory_set_observer).
+void set_memory_observer(onrt_memory_observer fn, void* user);
 
 }  // namespace openneuron::runtime

@@ -7,6 +7,7 @@
 #include "program.h"
 #include "status.h"
 #include "stream.h"
+#include "trace.h"
 #include "work_item.h"
 
 namespace openneuron::runtime {
@@ -26,12 +27,19 @@ const char* copy_kind_name(onrt_copy_kind kind) {
 
 }  // namespace
 
-bool execute_item(WorkItem& item, bool skip, std::string* error) {
+bool execute_item(const Stream& stream, WorkItem& item, bool skip, std::string* error) {
   switch (item.kind) {
     case WorkKind::kProgram: {
       Program* p = item.launch.program;
       item.launch.program = nullptr;
-      bool ok = skip || p->run(item.args(), error);
+      bool ok = true;
+      if (!skip) {
+        const bool totals = tracing_totals();
+        const ActivitySite site{stream.device(), stream.id(), item.correlation};
+        const int64_t start = totals ? trace_now_ns() : 0;
+        ok = p->run(item.args(), error, tracing_records() ? &site : nullptr);
+        if (totals) add_total(p->name(), trace_now_ns() - start);
+      }
       p->release();
       return ok;
     }
@@ -43,7 +51,16 @@ bool execute_item(WorkItem& item, bool skip, std::string* error) {
                            copy_kind_name(c.kind), c.dst, c.src, c.bytes);
         return false;
       }
+      const bool traced = tracing_records() || tracing_totals();
+      const int64_t start = traced ? trace_now_ns() : 0;
       dma_copy(c.dst, c.src, c.bytes);
+      if (traced) {
+        const std::string name = std::string("memcpy ") + copy_kind_name(c.kind);
+        const int64_t end = trace_now_ns();
+        record_activity(ActivitySite{stream.device(), stream.id(), item.correlation},
+                        ONRT_ACTIVITY_COPY, name, "", start, end, c.bytes);
+        add_total(name, end - start);
+      }
       return true;
     }
     case WorkKind::kHostFn: {

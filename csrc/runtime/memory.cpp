@@ -88,6 +88,23 @@ onrt_status onrt_memory_get_stats(int device, onrt_memory_stats* out) {
   return ONRT_OK;
 }
 
+void onrt_memory_set_observer(onrt_memory_observer fn, void* user) {
+  openneuron::runtime::set_memory_observer(fn, user);
+}
+
+onrt_status onrt_memory_snapshot(int device, onrt_segment_visitor visit, void* user) {
+  CachingAllocator* a;
+  ONRT_RETURN_IF_ERROR(allocator_of(device, &a));
+  std::vector<std::vector<onrt_block_info>> blocks;
+  std::vector<onrt_segment_info> segments = a->snapshot(&blocks);
+  for (size_t i = 0; i < segments.size(); ++i) {
+    segments[i].blocks = blocks[i].data();
+    segments[i].num_blocks = blocks[i].size();
+    if (visit) visit(&segments[i], user);
+  }
+  return ONRT_OK;
+}
+
 onrt_status onrt_memory_reset_peak(int device) {
   CachingAllocator* a;
   ONRT_RETURN_IF_ERROR(allocator_of(device, &a));

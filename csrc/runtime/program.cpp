@@ -60,7 +60,7 @@ onrt_status Program::add_instruction(const char* name, onrt_kernel_fn fn, const 
   return ONRT_OK;
 }
 
-bool Program::run(const onrt_arg* args, std::string* error) const {
+bool Program::run(const onrt_arg* args, std::string* error, const ActivitySite* site) const {
   // Small per-instruction argument arrays live on the stack: this is the
   // innermost loop of eager execution.
   constexpr int32_t kStackSlots = 32;
@@ -81,7 +81,11 @@ bool Program::run(const onrt_arg* args, std::string* error) const {
       iargs = dst;
     }
     err[0] = '\0';
+    const int64_t start = site ? trace_now_ns() : 0;
     int rc = ins.fn(ins.params.get(), iargs, err, sizeof err);
+    if (site) {
+      record_activity(*site, ONRT_ACTIVITY_KERNEL, ins.name, name_, start, trace_now_ns(), 0);
+    }
     if (rc != 0) {
       err[sizeof err - 1] = '\0';
       std::string message = err[0] ? std::string(err) : strprintf("kernel returned error %d", rc);

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "openneuron/runtime.h"
+#include "trace.h"
 
 namespace openneuron::runtime {
 
@@ -51,7 +52,8 @@ class Program {
 
   // Runs every instruction over `args`; on failure fills *error with
   // "<program>/<instruction>: <kernel message>".
-  bool run(const onrt_arg* args, std::string* error) const;
+  // With `site`, each instruction is recorded as a traced kernel activity.
+  bool run(const onrt_arg* args, std::string* error, const ActivitySite* site = nullptr) const;
 
  private:
   uint32_t magic_ = kMagic;

@@ -10,6 +10,7 @@
 #include "counters.h"
 #include "spin.h"
 #include "status.h"
+#include "trace.h"
 
 namespace openneuron::runtime {
 namespace {
@@ -55,6 +56,7 @@ Stream::~Stream() {
 }
 
 uint64_t Stream::push(WorkItem&& item) {
+  if (tracing_records()) item.correlation = current_correlation();
   bool wake;
   uint64_t seq;
   {
@@ -91,6 +93,7 @@ onrt_status Stream::submit(WorkItem&& item, bool blocking) {
       return synchronize();
     }
   }
+  if (tracing_records()) item.correlation = current_correlation();
   // Idle: run here. Claiming busy_ and a sequence number keeps stream order
   // and event semantics exactly as if the worker had run it.
   busy_ = true;
@@ -101,7 +104,7 @@ onrt_status Stream::submit(WorkItem&& item, bool blocking) {
   lock.unlock();
 
   std::string error;
-  bool ok = execute_item(item, skip, &error);
+  bool ok = execute_item(*this, item, skip, &error);
 
   lock.lock();
   busy_ = false;
@@ -198,7 +201,7 @@ void Stream::worker_main() {
     lock.unlock();
 
     std::string error;
-    const bool ok = execute_item(item, skip, &error);
+    const bool ok = execute_item(*this, item, skip, &error);
     const uint64_t seq = item.seq;
     item = WorkItem();  // drop argument storage outside the lock
 

@@ -46,6 +46,7 @@ struct WaitWork {
 struct WorkItem {
   WorkKind kind = WorkKind::kHostFn;
   uint64_t seq = 0;  // position in the stream, assigned when queued
+  uint64_t correlation = 0;  // profiler correlation id of the queuing thread
   union {
     LaunchWork launch;
     CopyWork copy;
@@ -79,9 +80,9 @@ class WorkQueue {
   size_t size_ = 0;
 };
 
-// Runs the item on the calling thread. With `skip` only the bookkeeping that
-// others may be waiting on happens (timestamps, references). Returns false and
-// fills *error (naming the operation) when the operation failed.
-bool execute_item(WorkItem& item, bool skip, std::string* error);
+// Runs the item of `stream` on the calling thread. With `skip` only the
+// bookkeeping that others may be waiting on happens (timestamps, references).
+// Returns false and fills *error (naming the operation) when the operation failed.
+bool execute_item(const Stream& stream, WorkItem& item, bool skip, std::string* error);
 
 }  // namespace openneuron::runtime

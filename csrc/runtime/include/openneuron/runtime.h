@@ -194,6 +194,54 @@ typedef struct onrt_memory_stats {
 onrt_status onrt_memory_get_stats(int device, onrt_memory_stats* out);
 onrt_status onrt_memory_reset_peak(int device);
 onrt_status onrt_memory_reset_accumulated(int device);
+/* Memory history, for tools like PyTorch's memory snapshot. The observer sees
+ * every allocation, free request, completed free (once the streams that used
+ * the block have passed it) and segment map/unmap, on every device. It runs
+ * under the device allocator's lock, on whichever thread caused the event: it
+ * must not call the allocator. One observer per process; NULL removes it. */
+typedef enum onrt_memory_action {
+  ONRT_MEMORY_ALLOC = 0,
+  ONRT_MEMORY_FREE_REQUESTED = 1,
+  ONRT_MEMORY_FREE_COMPLETED = 2,
+  ONRT_MEMORY_SEGMENT_ALLOC = 3,
+  ONRT_MEMORY_SEGMENT_FREE = 4,
+} onrt_memory_action;
+typedef struct onrt_memory_event {
+  onrt_memory_action action;
+  int32_t device;
+  uintptr_t address;
+  size_t size; /* block (rounded) or segment size */
+  size_t requested;
+  int64_t stream;          /* onrt_stream_id of the stream the block belongs to */
+  int64_t allocated_bytes; /* the device's totals after the event */
+  int64_t reserved_bytes;
+} onrt_memory_event;
+typedef void (*onrt_memory_observer)(const onrt_memory_event* event, void* user);
+void onrt_memory_set_observer(onrt_memory_observer observer, void* user);
+
+/* The device's segments and the blocks they are cut into, lowest address first. */
+typedef enum onrt_block_state {
+  ONRT_BLOCK_ALLOCATED = 0,
+  ONRT_BLOCK_PENDING_FREE = 1, /* freed, other streams may still use it */
+  ONRT_BLOCK_FREE = 2,
+} onrt_block_state;
+typedef struct onrt_block_info {
+  uintptr_t address;
+  size_t size;
+  size_t requested;
+  onrt_block_state state;
+} onrt_block_info;
+typedef struct onrt_segment_info {
+  uintptr_t address;
+  size_t size;
+  int pool; /* ONRT_POOL_SMALL or ONRT_POOL_LARGE */
+  int64_t stream;
+  const onrt_block_info* blocks;
+  size_t num_blocks;
+} onrt_segment_info;
+typedef void (*onrt_segment_visitor)(const onrt_segment_info* segment, void* user);
+/* Visits a consistent copy, taken under the lock; visit runs without it. */
+onrt_status onrt_memory_snapshot(int device, onrt_segment_visitor visit, void* user);
 /* free = capacity - reserved; total = capacity. */
 onrt_status onrt_memory_get_info(int device, uint64_t* free_bytes, uint64_t* total_bytes);
 
@@ -265,6 +313,43 @@ typedef struct onrt_counters {
   int64_t synchronizations;
 } onrt_counters;
 onrt_status onrt_get_counters(onrt_counters* out);
+
+/* ------------------------------------------------------------- tracing */
+
+/* Device activity for profilers. With ONRT_TRACE_RECORDS on, every kernel (one
+ * program instruction) and copy a stream runs is recorded with the realtime
+ * clock interval it ran in (nanoseconds since the epoch) and the correlation id
+ * that was current on the thread that queued it. With ONRT_TRACE_TOTALS on, only
+ * per-program (or per copy direction) counts and times are kept. Each kind is
+ * reference counted: every enable needs its own disable. */
+enum { ONRT_TRACE_RECORDS = 1, ONRT_TRACE_TOTALS = 2 };
+typedef enum onrt_activity_kind {
+  ONRT_ACTIVITY_KERNEL = 0,
+  ONRT_ACTIVITY_COPY = 1,
+} onrt_activity_kind;
+typedef struct onrt_activity {
+  const char* name;    /* instruction name, or "memcpy <direction>" */
+  const char* program; /* the program a kernel belongs to ("" for copies) */
+  onrt_activity_kind kind;
+  int32_t device;
+  int64_t stream; /* onrt_stream_id */
+  uint64_t correlation_id;
+  int64_t start_ns;
+  int64_t end_ns;
+  uint64_t bytes; /* copies */
+} onrt_activity;
+/* The first enable of ONRT_TRACE_RECORDS clears earlier records and keeps at
+ * most max_records (0 = unlimited); later ones are counted as dropped. */
+onrt_status onrt_trace_enable(unsigned what, int enable, size_t max_records);
+/* Thread-local stack of correlation ids stamped on the work this thread queues. */
+void onrt_trace_push_correlation(uint64_t id);
+void onrt_trace_pop_correlation(void);
+/* Hands the records to visit (strings valid during the call) and forgets them;
+ * returns how many were dropped since the last collect. */
+typedef void (*onrt_activity_visitor)(const onrt_activity* activity, void* user);
+uint64_t onrt_trace_collect(onrt_activity_visitor visit, void* user);
+typedef void (*onrt_total_visitor)(const char* name, int64_t count, int64_t ns, void* user);
+void onrt_trace_totals(onrt_total_visitor visit, void* user);
 
 #ifdef __cplusplus
 }

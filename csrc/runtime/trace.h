@@ -1,0 +1,42 @@
+// Device activity tracing for profilers (onrt_trace_* in openneuron/runtime.h).
+// While a user is active, the thread running a stream's work records each
+// kernel and copy with the wall-clock interval it ran in; the correlation id
+// is the one current on the thread that queued the work, so a profiler can
+// link the device activity to the host op that caused it.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+
+#include "openneuron/runtime.h"
+
+namespace openneuron::runtime {
+
+namespace trace_detail {
+extern std::atomic<bool> records;
+extern std::atomic<bool> totals;
+}
+
+// One relaxed load each: the only cost on the execution path when nobody traces.
+inline bool tracing_records() { return trace_detail::records.load(std::memory_order_relaxed); }
+inline bool tracing_totals() { return trace_detail::totals.load(std::memory_order_relaxed); }
+
+// Correlation id current on the calling thread (0 when none).
+uint64_t current_correlation();
+
+int64_t trace_now_ns();
+
+struct ActivitySite {
+  int device;
+  int64_t stream;
+  uint64_t correlation;
+};
+
+// One kernel or copy, for the record users.
+void record_activity(const ActivitySite& site, onrt_activity_kind kind, const std::string& name,
+                     const std::string& program, int64_t start_ns, int64_t end_ns, uint64_t bytes);
+// One whole program run or copy, for the totals users.
+void add_total(const std::string& name, int64_t ns);
+
+}  // namespace openneuron::runtime

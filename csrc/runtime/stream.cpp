@@ -6,8 +6,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 
 #include "counters.h"
+#include "program.h"
 #include "spin.h"
 #include "status.h"
 #include "trace.h"
@@ -75,6 +77,12 @@ uint64_t Stream::push(WorkItem&& item) {
 }
 
 onrt_status Stream::submit(WorkItem&& item, bool blocking) {
+  std::optional<RuntimeCallScope> traced;
+  if (tracing_records()) {
+    const bool launch = item.kind == WorkKind::kProgram;
+    traced.emplace(launch ? "onrtLaunch" : "onrtMemcpy",
+                   launch ? item.launch.program->name() : std::string(), device_, id_);
+  }
   if (!blocking) {
     push(std::move(item));
     return ONRT_OK;

@@ -5,9 +5,13 @@
 // lock per activity is small beside it.
 #include "trace.h"
 
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <chrono>
 #include <map>
 #include <mutex>
+#include <utility>
 #include <vector>
 
 #include "status.h"
@@ -82,6 +86,17 @@ void record_activity(const ActivitySite& site, onrt_activity_kind kind, const st
   t.records.push_back(Record{name, program, kind, site, start_ns, end_ns, bytes});
 }
 
+RuntimeCallScope::RuntimeCallScope(const char* name, std::string program, int device,
+                                   int64_t stream)
+    : name_(name),
+      program_(std::move(program)),
+      site_{device, stream, current_correlation(), static_cast<int32_t>(syscall(SYS_gettid))},
+      start_ns_(trace_now_ns()) {}
+
+RuntimeCallScope::~RuntimeCallScope() {
+  record_activity(site_, ONRT_ACTIVITY_RUNTIME, name_, program_, start_ns_, trace_now_ns(), 0);
+}
+
 void add_total(const std::string& name, int64_t ns) {
   Tracer& t = tracer();
   std::lock_guard<std::mutex> lock(t.mu);
@@ -147,6 +162,7 @@ extern "C" uint64_t onrt_trace_collect(onrt_activity_visitor visit, void* user) 
     a.start_ns = r.start_ns;
     a.end_ns = r.end_ns;
     a.bytes = r.bytes;
+    a.thread_id = r.site.thread_id;
     if (visit) visit(&a, user);
   }
   return dropped;

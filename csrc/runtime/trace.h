@@ -31,11 +31,28 @@ struct ActivitySite {
   int device;
   int64_t stream;
   uint64_t correlation;
+  int32_t thread_id = 0;  // runtime calls only
 };
 
 // One kernel or copy, for the record users.
 void record_activity(const ActivitySite& site, onrt_activity_kind kind, const std::string& name,
                      const std::string& program, int64_t start_ns, int64_t end_ns, uint64_t bytes);
+// Records a launch or copy call, from construction to destruction, on the
+// calling thread: the host side of a device activity.
+class RuntimeCallScope {
+ public:
+  RuntimeCallScope(const char* name, std::string program, int device, int64_t stream);
+  ~RuntimeCallScope();
+  RuntimeCallScope(const RuntimeCallScope&) = delete;
+  RuntimeCallScope& operator=(const RuntimeCallScope&) = delete;
+
+ private:
+  const char* name_;
+  std::string program_;
+  ActivitySite site_;
+  int64_t start_ns_;
+};
+
 // One whole program run or copy, for the totals users.
 void add_total(const std::string& name, int64_t ns);
 

@@ -65,8 +65,17 @@ TEST_F(TraceTest, RecordsKernelsAndCopiesWithCorrelation) {
   ASSERT_EQ(onrt_stream_synchronize(stream_), ONRT_OK);
   ASSERT_EQ(onrt_trace_enable(ONRT_TRACE_RECORDS, 0, 0), ONRT_OK);
 
-  std::vector<Seen> seen;
-  EXPECT_EQ(onrt_trace_collect(collect, &seen), 0u);
+  std::vector<Seen> all;
+  EXPECT_EQ(onrt_trace_collect(collect, &all), 0u);
+  // The host-side calls: one launch and one copy, stamped like their work.
+  std::vector<Seen> seen, calls;
+  for (const Seen& s : all) (s.kind == ONRT_ACTIVITY_RUNTIME ? calls : seen).push_back(s);
+  ASSERT_EQ(calls.size(), 2u);
+  EXPECT_EQ(calls[0].name, "onrtLaunch");
+  EXPECT_EQ(calls[0].program, "Two");
+  EXPECT_EQ(calls[0].correlation, 7u);
+  EXPECT_EQ(calls[1].name, "onrtMemcpy");
+  EXPECT_EQ(calls[1].correlation, 8u);
   ASSERT_EQ(seen.size(), 3u);
   EXPECT_EQ(seen[0].name, "first");
   EXPECT_EQ(seen[1].name, "second");
@@ -94,13 +103,14 @@ TEST_F(TraceTest, RecordsKernelsAndCopiesWithCorrelation) {
 }
 
 TEST_F(TraceTest, BoundedRecordsCountDrops) {
-  ASSERT_EQ(onrt_trace_enable(ONRT_TRACE_RECORDS, 1, 3), ONRT_OK);
+  ASSERT_EQ(onrt_trace_enable(ONRT_TRACE_RECORDS, 1, 6), ONRT_OK);
   for (int k = 0; k < 3; ++k) ASSERT_EQ(onrt_program_launch(stream_, program_, nullptr, 0), ONRT_OK);
   ASSERT_EQ(onrt_stream_synchronize(stream_), ONRT_OK);
   ASSERT_EQ(onrt_trace_enable(ONRT_TRACE_RECORDS, 0, 0), ONRT_OK);
   std::vector<Seen> seen;
+  // 3 launch calls and 6 kernels: the last 3 kernels do not fit.
   EXPECT_EQ(onrt_trace_collect(collect, &seen), 3u);
-  EXPECT_EQ(seen.size(), 3u);
+  EXPECT_EQ(seen.size(), 6u);
 }
 
 void add_total(const char* name, int64_t count, int64_t ns, void* user) {

@@ -319,13 +319,15 @@ onrt_status onrt_get_counters(onrt_counters* out);
 /* Device activity for profilers. With ONRT_TRACE_RECORDS on, every kernel (one
  * program instruction) and copy a stream runs is recorded with the realtime
  * clock interval it ran in (nanoseconds since the epoch) and the correlation id
- * that was current on the thread that queued it. With ONRT_TRACE_TOTALS on, only
+ * that was current on the thread that queued it; so is the launch or copy call
+ * that queued it, on that thread. With ONRT_TRACE_TOTALS on, only
  * per-program (or per copy direction) counts and times are kept. Each kind is
  * reference counted: every enable needs its own disable. */
 enum { ONRT_TRACE_RECORDS = 1, ONRT_TRACE_TOTALS = 2 };
 typedef enum onrt_activity_kind {
   ONRT_ACTIVITY_KERNEL = 0,
   ONRT_ACTIVITY_COPY = 1,
+  ONRT_ACTIVITY_RUNTIME = 2, /* a launch or copy call on the host thread that queued it */
 } onrt_activity_kind;
 typedef struct onrt_activity {
   const char* name;    /* instruction name, or "memcpy <direction>" */
@@ -336,7 +338,8 @@ typedef struct onrt_activity {
   uint64_t correlation_id;
   int64_t start_ns;
   int64_t end_ns;
-  uint64_t bytes; /* copies */
+  uint64_t bytes;    /* copies */
+  int32_t thread_id; /* runtime calls: the host thread (gettid) */
 } onrt_activity;
 /* The first enable of ONRT_TRACE_RECORDS clears earlier records and keeps at
  * most max_records (0 = unlimited); later ones are counted as dropped. */

@@ -67,8 +67,25 @@ test-asan: sysdeps | $(VENV)/.deps
 	$(CMAKE) --build $(ASAN_BUILD) -j $(JOBS)
 	ASAN_OPTIONS=detect_leaks=1 $(VENV)/bin/ctest --test-dir $(ASAN_BUILD) --output-on-failure -j $(JOBS)
 
-test-python: build
+test-python: build chromium
 	$(PY) -m pytest -q tests/python
+
+# Headless Chromium renders `openneuron report --html` pages in tests/python/test_report.py
+# (skipped without it) and takes the README's screenshot of one.
+.PHONY: chromium report-screenshot
+chromium:
+	@if ! command -v chromium >/dev/null; then \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -q && \
+	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q --no-install-recommends chromium; \
+	fi
+
+# docs/images/report.png: the report of examples/report_demo.py as Chromium shows it.
+report-screenshot: build chromium
+	mkdir -p build docs/images
+	$(PY) -m openneuron report examples/report_demo.py --html build/report.html > /dev/null
+	chromium --headless --no-sandbox --disable-gpu --hide-scrollbars --window-size=1200,1600 \
+	  --screenshot=docs/images/report.png file://$(abspath build/report.html)
 
 # PyTorch's OpInfo and ModuleInfo databases on neuron against the CPU (tests/conformance):
 # fast subsets (every op family, representative modules) in `make test`; everything, with

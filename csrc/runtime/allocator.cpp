@@ -8,7 +8,10 @@
 #include <algorithm>
 #include <atomic>
 #include <bit>
+#include <memory>
+#include <mutex>
 #include <shared_mutex>
+#include <vector>
 
 #include "status.h"
 #include "stream.h"
@@ -66,9 +69,19 @@ struct Observer {
   void* user;
 };
 // Swapped whole, so a reader never pairs one observer's function with
-// another's user pointer. Readers are under some allocator's lock; the old
-// value is leaked on purpose (a few bytes per set) so none can see it freed.
+// another's user pointer. Readers are under some allocator's lock, not a
+// shared one, so a replaced observer is never freed (a few bytes per set);
+// it stays listed here so leak checkers see it as reachable.
+// Function-local: observers are set from other libraries' static initialisers.
 std::atomic<const Observer*> observer{nullptr};
+struct Observers {
+  std::mutex mu;
+  std::vector<std::unique_ptr<const Observer>> ever;
+};
+Observers& observers() {
+  static Observers* o = new Observers;  // never destroyed: workers may notify during exit
+  return *o;
+}
 
 }  // namespace
 
@@ -128,7 +141,13 @@ void CachingAllocator::update(onrt_stat (&stat)[ONRT_POOL_COUNT], int pool, int6
 }
 
 void set_memory_observer(onrt_memory_observer fn, void* user) {
-  observer.store(fn == nullptr ? nullptr : new Observer{fn, user}, std::memory_order_release);
+  const Observer* next = nullptr;
+  if (fn != nullptr) {
+    Observers& all = observers();
+    std::lock_guard lock(all.mu);
+    next = all.ever.emplace_back(new Observer{fn, user}).get();
+  }
+  observer.store(next, std::memory_order_release);
 }
 
 void CachingAllocator::notify(onrt_memory_action action, const void* address, size_t size,

@@ -13,6 +13,7 @@ namespace {
 
 void free_block(void* ptr) {
   if (compiler::CaptureBuilder* capture = active_capture()) capture->on_free(ptr);
+  MemoryContextScope context;
   // Deleters must not throw; a failed free can only mean a corrupted pointer.
   if (onrt_free(ptr) != ONRT_OK) {
     TORCH_WARN("neuron: freeing ", ptr, " failed: ", onrt_last_error());
@@ -41,6 +42,7 @@ class NeuronAllocator final : public c10::DeviceAllocator {
     const c10::DeviceIndex dev = current_device();
     void* ptr = nullptr;
     if (nbytes > 0) {
+      MemoryContextScope context;
       ONRT_CHECK(onrt_malloc(dev, nbytes, current_runtime_stream(dev), &ptr));
       if (compiler::CaptureBuilder* capture = active_capture()) capture->on_alloc(ptr, nbytes);
     }

@@ -9,6 +9,7 @@
 #include <c10/core/Stream.h>
 
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -18,6 +19,9 @@
 namespace c10 {
 class OperatorHandle;
 }  // namespace c10
+namespace torch {
+struct CapturedTraceback;
+}  // namespace torch
 
 namespace openneuron::bridge {
 
@@ -61,20 +65,35 @@ std::pair<uint64_t, uint64_t> philox_reserve(const std::optional<at::Generator>&
 // Grows or shrinks a device storage, keeping its bytes (stream-ordered copy).
 void resize_storage_bytes(const c10::Storage& storage, size_t new_bytes);
 
-// Calls per ATen op ("aten::add.Tensor"), for the statistics users read in
-// openneuron.fallback_stats() and library_stats(). Thread-safe.
+// What the calls of one ATen op ("aten::add.Tensor") cost, for
+// openneuron.fallback_stats(), library_stats() and `openneuron report`.
+struct OpCallRecord {
+  int64_t calls = 0;
+  int64_t ns = 0;               // wall time inside the op, where its path measures it
+  int64_t bytes_to_host = 0;    // CPU fallback: device inputs copied to the host
+  int64_t bytes_to_device = 0;  // CPU fallback: results and written arguments copied back
+  int64_t first_time_ns = 0;    // realtime clock of the first call
+  std::shared_ptr<torch::CapturedTraceback> first_stack;  // Python stack of the first call
+};
+
+// Thread-safe per-op records.
 class OpCallCounts {
  public:
-  bool add(const std::string& op);  // true on the op's first call
+  // Counts a call; true on the op's first, whose Python stack is kept.
+  bool add(const std::string& op);
+  // Adds the measured cost of a call already counted by add().
+  void add_cost(const std::string& op, int64_t ns, int64_t to_host, int64_t to_device);
   std::vector<std::pair<std::string, int64_t>> snapshot() const;
+  std::vector<std::pair<std::string, OpCallRecord>> records() const;
   void reset();
 
  private:
   mutable std::mutex mutex_;
-  std::map<std::string, int64_t> calls_;
+  std::map<std::string, OpCallRecord> records_;
 };
 OpCallCounts& fallback_calls();  // ran through the CPU fallback (fallback.cpp)
 OpCallCounts& library_calls();   // ran as host library kernels (host_library.cpp)
+OpCallCounts& downcasts();       // float64/complex128 narrowed on the device, by dtype
 
 // "aten::name.overload", or "aten::name" for the default overload.
 std::string op_name(const c10::OperatorHandle& op);
@@ -101,6 +120,20 @@ void boxed_cpu_fallback(const c10::OperatorHandle& op, std::vector<c10::IValue>*
 // fallbacks other than the dense one (ops_sparse.cpp).
 void note_cpu_fallback(const c10::OperatorHandle& op);
 void cpu_fallback_call(const char* name, const char* overload, std::vector<c10::IValue>* stack);
+
+// While memory history is recorded (memory_history.cpp), the Python stack of
+// the allocation or free this thread is about to make, gathered before the
+// allocator takes its lock.
+class MemoryContextScope {
+ public:
+  MemoryContextScope();
+  ~MemoryContextScope();
+  MemoryContextScope(const MemoryContextScope&) = delete;
+  MemoryContextScope& operator=(const MemoryContextScope&) = delete;
+
+ private:
+  bool active_ = false;
+};
 
 // Fills a device tensor with a constant (engine Fill).
 void fill_scalar_device(const at::Tensor& t, double value);

@@ -197,6 +197,7 @@ void fill_scalar_device(const at::Tensor& t, double value) {
 
 c10::ScalarType narrow_dtype(c10::ScalarType t) {
   if (t != c10::kDouble && t != c10::kComplexDouble) return t;
+  downcasts().add(t == c10::kDouble ? "float64" : "complex128");
   static std::atomic<bool> warned{false};
   if (!warned.exchange(true)) {
     TORCH_WARN(

@@ -5,13 +5,16 @@
 // native (library)). Calls that cannot run there take the CPU fallback: inputs are
 // copied out, the CPU kernel runs, results are copied back (in-place, out= and view
 // semantics are kept by ATen's cpu_fallback). Each such op warns once and is
-// counted, so users see what did not run natively. OPENNEURON_FALLBACK=warn|silent|error.
+// counted (calls, time, bytes each way, the Python stack of the first call), so
+// users see what did not run natively. OPENNEURON_FALLBACK=warn|silent|error.
 #include <ATen/ATen.h>
 #include <ATen/autocast_mode.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/native/CPUFallback.h>
+#include <torch/csrc/profiler/combined_traceback.h>
 #include <torch/library.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <map>
 #include <mutex>
@@ -34,10 +37,58 @@ FallbackMode fallback_mode() {
   TORCH_CHECK_VALUE(false, "OPENNEURON_FALLBACK must be one of warn, silent, error; got '", v, "'");
 }
 
+int64_t device_bytes(const c10::IValue& v) {
+  int64_t n = 0;
+  auto add = [&](const at::Tensor& t) {
+    if (t.defined() && t.device().is_privateuseone()) n += static_cast<int64_t>(t.nbytes());
+  };
+  if (v.isTensor()) add(v.toTensor());
+  if (v.isTensorList()) {
+    for (const at::Tensor& t : v.toTensorVector()) add(t);
+  }
+  if (v.isOptionalTensorList()) {
+    for (const c10::IValue& t : v.toListRef()) {
+      if (t.isTensor()) add(t.toTensor());
+    }
+  }
+  return n;
+}
+
+int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// ATen's CPU fallback, with its time and the bytes it copies each way added to
+// the op's record: every device input goes to the host; written arguments and
+// new results come back.
+void measured_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const c10::FunctionSchema& schema = op.schema();
+  const auto& args = schema.arguments();
+  const size_t first = stack->size() - args.size();
+  int64_t to_host = 0, written = 0;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const int64_t n = device_bytes((*stack)[first + i]);
+    to_host += n;
+    if (args[i].alias_info() != nullptr && args[i].alias_info()->isWrite()) written += n;
+  }
+  const int64_t start = now_ns();
+  at::native::cpu_fallback(op, stack);
+  const int64_t elapsed = now_ns() - start;
+  int64_t to_device = written;
+  const auto& returns = schema.returns();
+  const size_t first_return = stack->size() - returns.size();
+  for (size_t i = 0; i < returns.size(); ++i) {
+    if (returns[i].alias_info() == nullptr) to_device += device_bytes((*stack)[first_return + i]);
+  }
+  fallback_calls().add_cost(op_name(op), elapsed, to_host, to_device);
+}
+
 void neuron_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   if (try_host_library_kernel(op, stack)) return;
   note_cpu_fallback(op);
-  at::native::cpu_fallback(op, stack);
+  measured_cpu_fallback(op, stack);
 }
 
 }  // namespace
@@ -64,18 +115,46 @@ void boxed_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack)
 }
 
 bool OpCallCounts::add(const std::string& op) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (records_[op].calls++ > 0) return false;
+  }
+  // Outside the lock: gathering Python frames may wait for the GIL, whose
+  // holder may be counting a call of its own.
+  auto stack = torch::CapturedTraceback::gather(/*python=*/true, /*script=*/false, /*cpp=*/false);
+  const int64_t when = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                           std::chrono::system_clock::now().time_since_epoch())
+                           .count();
   std::lock_guard<std::mutex> lock(mutex_);
-  return calls_[op]++ == 0;
+  OpCallRecord& r = records_[op];
+  r.first_stack = std::move(stack);
+  r.first_time_ns = when;
+  return true;
+}
+
+void OpCallCounts::add_cost(const std::string& op, int64_t ns, int64_t to_host, int64_t to_device) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  OpCallRecord& r = records_[op];
+  r.ns += ns;
+  r.bytes_to_host += to_host;
+  r.bytes_to_device += to_device;
 }
 
 std::vector<std::pair<std::string, int64_t>> OpCallCounts::snapshot() const {
   std::lock_guard<std::mutex> lock(mutex_);
-  return {calls_.begin(), calls_.end()};
+  std::vector<std::pair<std::string, int64_t>> out;
+  for (const auto& [op, r] : records_) out.emplace_back(op, r.calls);
+  return out;
+}
+
+std::vector<std::pair<std::string, OpCallRecord>> OpCallCounts::records() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return {records_.begin(), records_.end()};
 }
 
 void OpCallCounts::reset() {
   std::lock_guard<std::mutex> lock(mutex_);
-  calls_.clear();
+  records_.clear();
 }
 
 OpCallCounts& fallback_calls() {
@@ -84,6 +163,11 @@ OpCallCounts& fallback_calls() {
 }
 
 OpCallCounts& library_calls() {
+  static OpCallCounts counts;
+  return counts;
+}
+
+OpCallCounts& downcasts() {
   static OpCallCounts counts;
   return counts;
 }

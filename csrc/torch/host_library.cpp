@@ -23,6 +23,7 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/core/CPUAllocator.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <map>
 #include <mutex>
@@ -341,13 +342,18 @@ bool try_host_library_kernel(const c10::OperatorHandle& op, torch::jit::Stack* s
     args.insert(args.begin() + 3, c10::IValue(std::vector<int64_t>{channels}));
   }
   capture_unsupported("a host library kernel (PyTorch's CPU kernel on device memory)");
+  const auto start = std::chrono::steady_clock::now();
   ONRT_CHECK(onrt_stream_synchronize(current_runtime_stream(call.device())));
   target->redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &args);
   call.write_back();
+  const int64_t elapsed =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start)
+          .count();
 
   stack->erase(stack->begin() + static_cast<std::ptrdiff_t>(first), stack->end());
   for (const c10::IValue& r : args) stack->push_back(call.to_device(r));
   library_calls().add(name);
+  library_calls().add_cost(name, elapsed, 0, 0);
   return true;
 }
 

@@ -1,17 +1,17 @@
 // openneuron._C: the small native surface the Python package needs. Plain
 // pybind11 over builtin types, so this file stays cheap to compile.
-#include <pybind11/pybind11.h>
-#include <pybind11/stl.h>
-
 #include <ATen/EmptyTensor.h>
 #include <ATen/core/Generator.h>
 #include <c10/util/Exception.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
 
 #include <cstring>
 #include <mutex>
 
 #include "bridge.h"
 #include "openneuron/compiler/compiler.h"
+#include "python_frames.h"
 
 namespace py = pybind11;
 using namespace openneuron;
@@ -20,6 +20,7 @@ using namespace openneuron::bridge;
 namespace openneuron::bridge {
 void bind_distributed(py::module_& m);   // process_group.cpp
 void bind_graph_capture(py::module_& m);  // graph_capture.cpp
+void bind_memory_history(py::module_& m);  // memory_history.cpp
 }  // namespace openneuron::bridge
 
 namespace {
@@ -47,6 +48,42 @@ py::dict compile_cache_stats() {
   d["entries"] = s.entries;
   d["compile_seconds"] = s.compile_seconds;
   return d;
+}
+
+// Every op that ran through the CPU fallback or a host library kernel, and
+// every dtype narrowed on the device, with what it cost and where it was first
+// called: the data of `openneuron report`.
+py::list observed_ops() {
+  struct Row {
+    const char* kind;
+    std::string op;
+    OpCallRecord record;
+    size_t frames;
+  };
+  std::vector<Row> rows;
+  PythonFrames frames;
+  for (const auto& [kind, counts] :
+       {std::pair<const char*, OpCallCounts*>{"fallback", &fallback_calls()},
+        {"library", &library_calls()},
+        {"downcast", &downcasts()}}) {
+    for (auto& [op, r] : counts->records())
+      rows.push_back(Row{kind, op, r, frames.add(r.first_stack)});
+  }
+  frames.symbolize();
+  py::list out;
+  for (const Row& row : rows) {
+    py::dict d;
+    d["kind"] = row.kind;
+    d["op"] = row.op;
+    d["calls"] = row.record.calls;
+    d["seconds"] = static_cast<double>(row.record.ns) * 1e-9;
+    d["bytes_to_host"] = row.record.bytes_to_host;
+    d["bytes_to_device"] = row.record.bytes_to_device;
+    d["first_time_ns"] = row.record.first_time_ns;
+    d["frames"] = frames.get(row.frames);
+    out.append(d);
+  }
+  return out;
 }
 
 py::dict runtime_counters() {
@@ -80,6 +117,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("init", [] { ensure_initialized(); });
   bind_distributed(m);
   bind_graph_capture(m);
+  bind_memory_history(m);
   m.def("is_initialized", [] { return static_cast<bool>(onrt_is_initialized()); });
   m.def("in_bad_fork", [] { return static_cast<bool>(onrt_in_bad_fork()); });
   m.def("device_count", [] { return device_count(); });
@@ -141,6 +179,26 @@ PYBIND11_MODULE(_C, m) {
     return d;
   });
   m.def("reset_library_stats", [] { library_calls().reset(); });
+  m.def("observed_ops", &observed_ops);
+  m.def("reset_observed_ops", [] {
+    fallback_calls().reset();
+    library_calls().reset();
+    downcasts().reset();
+  });
   m.def("compile_cache_stats", &compile_cache_stats);
   m.def("runtime_counters", &runtime_counters);
+  // Per-program device time for `openneuron report`: totals only, no records,
+  // so a long run costs a map update per launch. Reference counted in the
+  // runtime, so the report and a profiler can be active together.
+  m.def("_device_trace_start", [] { ONRT_CHECK(onrt_trace_enable(ONRT_TRACE_TOTALS, 1, 0)); });
+  m.def("_device_trace_stop", [] { ONRT_CHECK(onrt_trace_enable(ONRT_TRACE_TOTALS, 0, 0)); });
+  m.def("_device_trace_totals", [] {
+    py::dict d;
+    onrt_trace_totals(
+        [](const char* name, int64_t count, int64_t ns, void* user) {
+          (*static_cast<py::dict*>(user))[py::str(name)] = py::make_tuple(count, ns);
+        },
+        &d);
+    return d;
+  });
 }

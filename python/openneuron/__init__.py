@@ -141,3 +141,7 @@ def runtime_counters() -> dict[str, int]:
 
 
 _try_load()
+# After loading, so _C's log sink exists.
+from . import _logging  # noqa: E402
+
+_logging.configure_from_env()

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import sys
 from typing import Any
 
 import torch
 
 from . import _C
+from . import memory  # noqa: F401  torch.neuron.memory, as torch.cuda.memory
+
+sys.modules["torch.neuron.memory"] = memory
 
 __all__ = [
     "Event", "Stream", "current_device", "current_stream", "default_stream", "device",

@@ -3,6 +3,9 @@
     openneuron cost --prices prices.toml [--results benchmarks/results/latest.json]
     openneuron bench-report [--results ...] [--docs docs/BENCHMARKS.md] [--prices ...]
     openneuron cache list|stats|clear
+    openneuron report [--html FILE] [--json FILE] SCRIPT [ARGS...]
+
+`python -m openneuron ...` runs the same commands.
 """
 
 from __future__ import annotations
@@ -77,6 +80,12 @@ def cmd_cache(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_report(args: argparse.Namespace) -> int:
+    from ..report import main as report_main
+
+    return report_main(args.argv)
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="openneuron", description="OpenNeuron tools")
     sub = ap.add_subparsers(dest="command", required=True)
@@ -101,6 +110,14 @@ def build_parser() -> argparse.ArgumentParser:
                        "(OPENNEURON_CACHE_DIR)")
     k.add_argument("action", choices=["list", "stats", "clear"])
     k.set_defaults(func=cmd_cache)
+
+    # Everything after `report` is its own command line (report options, then the script
+    # and the script's arguments, which may look like options): passed on verbatim.
+    p = sub.add_parser("report", add_help=False, prefix_chars="\0",
+                       help="run a script on neuron and report fallbacks, downcasts, "
+                       "recompilations, memory and device time (openneuron report --help)")
+    p.add_argument("argv", nargs=argparse.REMAINDER)
+    p.set_defaults(func=cmd_report)
     return ap
 
 

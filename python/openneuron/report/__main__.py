@@ -1,0 +1,7 @@
+"""`python -m openneuron.report SCRIPT [ARGS...]`."""
+
+import sys
+
+from .command import main
+
+sys.exit(main())

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <string>
 #include <unordered_map>
 
 #include "openneuron/compiler/compiler.h"
@@ -48,6 +49,13 @@ std::shared_ptr<const Program> ProgramCache::get_or_compile(const Graph& graph) 
   const auto t0 = std::chrono::steady_clock::now();
   std::shared_ptr<const Program> prog = compile(graph, process_compile_options());  // throws: nothing cached
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (onrt_log_enabled(ONRT_LOG_DEBUG)) {
+    const size_t n = prog->instructions.size();
+    const std::string message = "compiled program " + prog->name + " (" + std::to_string(n) +
+                                (n == 1 ? " instruction) in " : " instructions) in ") +
+                                std::to_string(static_cast<int64_t>(secs * 1e6)) + " us";
+    onrt_log(ONRT_LOG_DEBUG, message.c_str());
+  }
   std::lock_guard<std::mutex> lk(impl_->mu);
   ++impl_->stats.misses;
   impl_->stats.compile_seconds += secs;

@@ -35,7 +35,7 @@ bool execute_item(const Stream& stream, WorkItem& item, bool skip, std::string* 
       bool ok = true;
       if (!skip) {
         const bool totals = tracing_totals();
-        const ActivitySite site{stream.device(), stream.id(), item.correlation};
+        const ActivitySite site{stream.device(), stream.id(), item.correlation, item.call_id};
         const int64_t start = totals ? trace_now_ns() : 0;
         ok = p->run(item.args(), error, tracing_records() ? &site : nullptr);
         if (totals) add_total(p->name(), trace_now_ns() - start);
@@ -57,7 +57,7 @@ bool execute_item(const Stream& stream, WorkItem& item, bool skip, std::string* 
       if (traced) {
         const std::string name = std::string("memcpy ") + copy_kind_name(c.kind);
         const int64_t end = trace_now_ns();
-        record_activity(ActivitySite{stream.device(), stream.id(), item.correlation},
+        record_activity(ActivitySite{stream.device(), stream.id(), item.correlation, item.call_id},
                         ONRT_ACTIVITY_COPY, name, "", start, end, c.bytes);
         add_total(name, end - start);
       }

@@ -8,6 +8,7 @@
 #include <mutex>
 
 #include "allocator.h"
+#include "log.h"
 #include "status.h"
 #include "stream.h"
 
@@ -68,6 +69,10 @@ onrt_status ensure_runtime_slow() {
   install_fork_handler();
   g_runtime = rt.release();
   g_init_state.store(InitState::kReady, std::memory_order_release);
+  const Config& c = g_runtime->config;
+  logf(ONRT_LOG_INFO, "runtime ready: %zu virtual NeuronCores of platform %s, %.1f GiB each",
+       c.visible_cores.size(), c.platform ? c.platform->name : "?",
+       static_cast<double>(c.hbm_bytes_per_core) / (1ull << 30));
   return ONRT_OK;
 }
 

@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "counters.h"
+#include "log.h"
 #include "program.h"
 #include "spin.h"
 #include "status.h"
@@ -80,8 +81,10 @@ onrt_status Stream::submit(WorkItem&& item, bool blocking) {
   std::optional<RuntimeCallScope> traced;
   if (tracing_records()) {
     const bool launch = item.kind == WorkKind::kProgram;
+    item.call_id = next_call_id();
     traced.emplace(launch ? "onrtLaunch" : "onrtMemcpy",
-                   launch ? item.launch.program->name() : std::string(), device_, id_);
+                   launch ? item.launch.program->name() : std::string(), device_, id_,
+                   item.call_id);
   }
   if (!blocking) {
     push(std::move(item));
@@ -213,6 +216,10 @@ void Stream::worker_main() {
     const uint64_t seq = item.seq;
     item = WorkItem();  // drop argument storage outside the lock
 
+    if (!ok) {  // raised at the next synchronization; logged when it happened
+      logf(ONRT_LOG_DEBUG, "neuron:%d stream %lld failed: %s", device_,
+           static_cast<long long>(id_), error.c_str());
+    }
     lock.lock();
     busy_ = false;
     if (!ok && !has_error_.load(std::memory_order_relaxed)) {

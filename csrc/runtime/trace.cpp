@@ -86,11 +86,17 @@ void record_activity(const ActivitySite& site, onrt_activity_kind kind, const st
   t.records.push_back(Record{name, program, kind, site, start_ns, end_ns, bytes});
 }
 
+uint64_t next_call_id() {
+  static std::atomic<uint64_t> last{0};
+  return last.fetch_add(1, std::memory_order_relaxed) + 1;
+}
+
 RuntimeCallScope::RuntimeCallScope(const char* name, std::string program, int device,
-                                   int64_t stream)
+                                   int64_t stream, uint64_t call_id)
     : name_(name),
       program_(std::move(program)),
-      site_{device, stream, current_correlation(), static_cast<int32_t>(syscall(SYS_gettid))},
+      site_{device, stream, current_correlation(), call_id,
+            static_cast<int32_t>(syscall(SYS_gettid))},
       start_ns_(trace_now_ns()) {}
 
 RuntimeCallScope::~RuntimeCallScope() {
@@ -159,6 +165,7 @@ extern "C" uint64_t onrt_trace_collect(onrt_activity_visitor visit, void* user) 
     a.device = r.site.device;
     a.stream = r.site.stream;
     a.correlation_id = r.site.correlation;
+    a.call_id = r.site.call_id;
     a.start_ns = r.start_ns;
     a.end_ns = r.end_ns;
     a.bytes = r.bytes;

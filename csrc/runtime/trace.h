@@ -31,8 +31,12 @@ struct ActivitySite {
   int device;
   int64_t stream;
   uint64_t correlation;
+  uint64_t call_id;
   int32_t thread_id = 0;  // runtime calls only
 };
+
+// A fresh id for a launch or copy call (onrt_activity.call_id).
+uint64_t next_call_id();
 
 // One kernel or copy, for the record users.
 void record_activity(const ActivitySite& site, onrt_activity_kind kind, const std::string& name,
@@ -41,7 +45,8 @@ void record_activity(const ActivitySite& site, onrt_activity_kind kind, const st
 // calling thread: the host side of a device activity.
 class RuntimeCallScope {
  public:
-  RuntimeCallScope(const char* name, std::string program, int device, int64_t stream);
+  RuntimeCallScope(const char* name, std::string program, int device, int64_t stream,
+                   uint64_t call_id);
   ~RuntimeCallScope();
   RuntimeCallScope(const RuntimeCallScope&) = delete;
   RuntimeCallScope& operator=(const RuntimeCallScope&) = delete;

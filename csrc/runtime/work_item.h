@@ -47,6 +47,7 @@ struct WorkItem {
   WorkKind kind = WorkKind::kHostFn;
   uint64_t seq = 0;  // position in the stream, assigned when queued
   uint64_t correlation = 0;  // profiler correlation id of the queuing thread
+  uint64_t call_id = 0;      // the launch or copy call that queued it, while tracing
   union {
     LaunchWork launch;
     CopyWork copy;

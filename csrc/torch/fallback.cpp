@@ -101,6 +101,9 @@ void note_cpu_fallback(const c10::OperatorHandle& op) {
                               " has no native neuron kernel and OPENNEURON_FALLBACK=error forbids "
                               "running it on the CPU");
   const bool first = fallback_calls().add(name);
+  if (onrt_log_enabled(ONRT_LOG_DEBUG)) {
+    onrt_log(ONRT_LOG_DEBUG, (name + " runs on the CPU (no native neuron kernel)").c_str());
+  }
   if (first && mode == FallbackMode::Warn) {
     TORCH_WARN(name,
                " has no native neuron kernel; running it on the CPU (inputs copied to the "

@@ -38,6 +38,7 @@ struct Activity {
   int32_t device;
   int64_t stream;
   uint64_t correlation;
+  uint64_t call_id;
   int64_t start_ns;
   int64_t end_ns;
   uint64_t bytes;
@@ -46,7 +47,7 @@ struct Activity {
 
 void keep_activity(const onrt_activity* a, void* user) {
   static_cast<std::vector<Activity>*>(user)->push_back(Activity{
-      a->name, a->program, a->kind, a->device, a->stream, a->correlation_id, a->start_ns,
+      a->name, a->program, a->kind, a->device, a->stream, a->correlation_id, a->call_id, a->start_ns,
       a->end_ns, a->bytes, a->thread_id});
 }
 
@@ -106,14 +107,16 @@ class NeuronProfilerSession final : public libkineto::IActivityProfilerSession {
       act.device = host ? static_cast<int32_t>(getpid()) : r.device;
       act.resource = host ? r.thread_id : resource_id(r.device, r.stream);
       act.threadId = host ? r.thread_id : 0;
-      act.id = static_cast<int32_t>(r.correlation);
-      act.flow.id = static_cast<uint32_t>(r.correlation);
+      // As CUDA's: the correlation (and the flow) is the runtime call's own,
+      // the op that made the call is the linked activity (its External id).
+      act.id = static_cast<int32_t>(r.call_id);
+      act.flow.id = static_cast<uint32_t>(r.call_id);
       act.flow.type = libkineto::kLinkAsyncCpuGpu;
       act.flow.start = host;
       if (linked && r.correlation != 0) act.linked = linked(static_cast<int32_t>(r.correlation));
       act.addMetadata("device", r.device);
       act.addMetadata("stream", r.stream);
-      act.addMetadata("correlation", r.correlation);
+      act.addMetadata("correlation", r.call_id);
       if (r.kind == ONRT_ACTIVITY_COPY) {
         act.addMetadata("bytes", r.bytes);
       } else if (!r.program.empty()) {

@@ -126,7 +126,10 @@ def get_device_name(device: Any = None) -> str:
 
 def synchronize(device: Any = None) -> None:
     """Waits for all queued work of the device; raises the first pending device error."""
-    _C.synchronize(_get_device_index(device))
+    try:
+        _C.synchronize(_get_device_index(device))
+    finally:
+        _C._flush_log()  # what the device's workers logged, e.g. the error raised here
 
 
 # ------------------------------------------------------------------ streams

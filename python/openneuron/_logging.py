@@ -8,8 +8,10 @@ Variables (OPENNEURON_* wins over TorchNeuron's TORCH_NEURONX_* name of the same
 
 With neither set, the logger only has a NullHandler, as a library's should: the
 application's logging configuration decides what is shown. With either set:
-  - records of `openneuron` and its children (`openneuron.runtime`: the C++ runtime's
-    messages, when _C offers a log sink) go to the file or stderr at that level;
+  - records of `openneuron` and its children (`openneuron.runtime`: the messages of the
+    C++ runtime, compiler and bridge, through _C._set_log_sink; those logged by a worker
+    thread arrive at the next message or torch.neuron.synchronize()) go to the file or
+    stderr at that level;
   - warnings the backend raises (the C++ TORCH_WARNs such as "aten::X has no native neuron
     kernel ...", and OpenNeuron's Python warnings) are also logged, at WARNING. They stay
     visible as warnings; on stderr they are not printed a second time as records.
@@ -132,10 +134,12 @@ def _attach_runtime_sink() -> None:
     # Only once the backend is loaded: importing _C here would register the device.
     _C = sys.modules.get(f"{__package__}._C")
     if _C is not None and hasattr(_C, "_set_log_sink"):
-        _C._set_log_sink(_runtime_message)
+        # The C++ side formats only the messages this level lets through.
+        _C._set_log_sink(_runtime_message, runtime_logger.getEffectiveLevel())
         import atexit
 
-        # The runtime may log during interpreter teardown, after logging is gone.
+        # The runtime may log during interpreter teardown, after logging is gone; None
+        # also delivers what worker threads logged since the last delivery.
         atexit.register(_C._set_log_sink, None)
 
 

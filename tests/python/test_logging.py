@@ -125,7 +125,7 @@ def test_unwritable_file_warns_and_logs_to_stderr(tmp_path):
 def test_runtime_messages_go_to_openneuron_runtime(monkeypatch, caplog):
     # A stand-in for _C: the sink the backend's C++ calls with (level, message).
     sinks = []
-    fake = types.SimpleNamespace(_set_log_sink=sinks.append)
+    fake = types.SimpleNamespace(_set_log_sink=lambda fn, level: sinks.append(fn))
     monkeypatch.setitem(sys.modules, "openneuron._C", fake)
     monkeypatch.setattr("atexit.register", lambda *a: None)
     _logging._attach_runtime_sink()
@@ -134,3 +134,33 @@ def test_runtime_messages_go_to_openneuron_runtime(monkeypatch, caplog):
         sinks[0](logging.INFO, "core 0: program cache warmed")
     assert [(r.name, r.levelno, r.getMessage()) for r in caplog.records] == [
         ("openneuron.runtime", logging.INFO, "core 0: program cache warmed")]
+
+
+def test_cpp_messages_reach_the_openneuron_runtime_logger(tmp_path):
+    log = tmp_path / "neuron.log"
+    run(FALLBACK + """
+big = torch.randn(4_000_000, device="neuron")
+x = torch.zeros(3, device="neuron")
+(big * 2).sum()  # keeps the stream's worker busy: the failing op below runs there
+bad = x.index_select(0, torch.tensor([7], device="neuron"))
+try:
+    torch.neuron.synchronize()
+    raise AssertionError("an out-of-range index was not reported")
+except RuntimeError:
+    pass
+""", OPENNEURON_LOG_LEVEL="DEBUG", OPENNEURON_LOG_FILE=log)
+    text = log.read_text()
+    assert "openneuron.runtime INFO: runtime ready: " in text
+    assert "openneuron.runtime DEBUG: compiled program Mul (1 instruction) in " in text
+    assert "openneuron.runtime DEBUG: aten::_logcumsumexp runs on the CPU" in text
+    # Logged by the stream's worker thread, delivered when Python synchronized.
+    assert ("openneuron.runtime DEBUG: neuron:0 stream 0 failed: IndexSelect/IndexSelect: "
+            "index out of range in self") in text
+
+
+def test_cpp_messages_below_the_level_are_not_sent(tmp_path):
+    log = tmp_path / "neuron.log"
+    run(FALLBACK, OPENNEURON_LOG_LEVEL="INFO", OPENNEURON_LOG_FILE=log)
+    text = log.read_text()
+    assert "openneuron.runtime INFO: runtime ready: " in text
+    assert "DEBUG" not in text

@@ -20,15 +20,15 @@ int sleep_kernel(const void*, const onrt_arg*, char*, size_t) {
 struct Seen {
   std::string name, program;
   onrt_activity_kind kind;
-  uint64_t correlation;
+  uint64_t correlation, call_id;
   int64_t start, end, stream;
   uint64_t bytes;
 };
 
 void collect(const onrt_activity* a, void* user) {
   static_cast<std::vector<Seen>*>(user)->push_back(Seen{a->name, a->program, a->kind,
-                                                        a->correlation_id, a->start_ns, a->end_ns,
-                                                        a->stream, a->bytes});
+                                                        a->correlation_id, a->call_id, a->start_ns,
+                                                        a->end_ns, a->stream, a->bytes});
 }
 
 class TraceTest : public ::testing::Test {
@@ -92,6 +92,12 @@ TEST_F(TraceTest, RecordsKernelsAndCopiesWithCorrelation) {
   EXPECT_EQ(seen[2].correlation, 8u);
   EXPECT_EQ(seen[2].bytes, host.size());
   EXPECT_LE(seen[1].end, seen[2].start);
+  // Each call's id is its own and is carried by the work it queued.
+  EXPECT_NE(calls[0].call_id, 0u);
+  EXPECT_NE(calls[0].call_id, calls[1].call_id);
+  EXPECT_EQ(seen[0].call_id, calls[0].call_id);
+  EXPECT_EQ(seen[1].call_id, calls[0].call_id);
+  EXPECT_EQ(seen[2].call_id, calls[1].call_id);
 
   // Collect forgot them; nothing is recorded while disabled.
   ASSERT_EQ(onrt_program_launch(stream_, program_, nullptr, 0), ONRT_OK);
@@ -104,7 +110,8 @@ TEST_F(TraceTest, RecordsKernelsAndCopiesWithCorrelation) {
 
 TEST_F(TraceTest, BoundedRecordsCountDrops) {
   ASSERT_EQ(onrt_trace_enable(ONRT_TRACE_RECORDS, 1, 6), ONRT_OK);
-  for (int k = 0; k < 3; ++k) ASSERT_EQ(onrt_program_launch(stream_, program_, nullptr, 0), ONRT_OK);
+  for (int k = 0; k < 3; ++k)
+    ASSERT_EQ(onrt_program_launch(stream_, program_, nullptr, 0), ONRT_OK);
   ASSERT_EQ(onrt_stream_synchronize(stream_), ONRT_OK);
   ASSERT_EQ(onrt_trace_enable(ONRT_TRACE_RECORDS, 0, 0), ONRT_OK);
   std::vector<Seen> seen;
@@ -120,7 +127,8 @@ void add_total(const char* name, int64_t count, int64_t ns, void* user) {
 
 TEST_F(TraceTest, TotalsCountWholeProgramsAndKeepNoRecords) {
   ASSERT_EQ(onrt_trace_enable(ONRT_TRACE_TOTALS, 1, 0), ONRT_OK);
-  for (int k = 0; k < 4; ++k) ASSERT_EQ(onrt_program_launch(stream_, program_, nullptr, 0), ONRT_OK);
+  for (int k = 0; k < 4; ++k)
+    ASSERT_EQ(onrt_program_launch(stream_, program_, nullptr, 0), ONRT_OK);
   ASSERT_EQ(onrt_stream_synchronize(stream_), ONRT_OK);
   std::vector<std::pair<std::string, std::pair<int64_t, int64_t>>> totals;
   onrt_trace_totals(add_total, &totals);

@@ -336,6 +336,10 @@ typedef struct onrt_activity {
   int32_t device;
   int64_t stream; /* onrt_stream_id */
   uint64_t correlation_id;
+  /* Unique per launch or copy call (0 for other work): the call and the device
+   * activities it queued share it, where one op's correlation id may cover
+   * several calls. */
+  uint64_t call_id;
   int64_t start_ns;
   int64_t end_ns;
   uint64_t bytes;    /* copies */
@@ -353,6 +357,18 @@ typedef void (*onrt_activity_visitor)(const onrt_activity* activity, void* user)
 uint64_t onrt_trace_collect(onrt_activity_visitor visit, void* user);
 typedef void (*onrt_total_visitor)(const char* name, int64_t count, int64_t ns, void* user);
 void onrt_trace_totals(onrt_total_visitor visit, void* user);
+
+/* ------------------------------------------------------------- logging */
+
+/* Messages of the runtime and the layers above it (compiler, bridge), for the
+ * embedding's logger. Levels are Python logging's numbers. The callback is
+ * called on the thread that logs, for messages at min_level and above; without
+ * one, warnings and errors go to stderr and the rest nowhere. */
+enum { ONRT_LOG_DEBUG = 10, ONRT_LOG_INFO = 20, ONRT_LOG_WARNING = 30, ONRT_LOG_ERROR = 40 };
+typedef void (*onrt_log_callback)(int level, const char* message, void* user);
+void onrt_log_set_callback(onrt_log_callback fn, void* user, int min_level);
+int onrt_log_enabled(int level);
+void onrt_log(int level, const char* message);
 
 #ifdef __cplusplus
 }

@@ -25,6 +25,7 @@
 #include <ATen/ops/zero_native.h>
 #include <torch/library.h>
 
+#include <chrono>
 #include <optional>
 
 #include "bridge.h"
@@ -57,8 +58,11 @@ c10::IValue to_cpu(const c10::IValue& v, std::optional<c10::Device>& device) {
   return v;
 }
 
+// Timed for `openneuron report`; the bytes a sparse tensor's indices and
+// values move are not counted.
 void sparse_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   note_cpu_fallback(op);
+  const auto start = std::chrono::steady_clock::now();
   const auto& schema = op.schema();
   const size_t num_args = schema.arguments().size();
   std::vector<c10::IValue> originals(stack->end() - num_args, stack->end());
@@ -91,6 +95,11 @@ void sparse_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack
     }
     if (!returned_arg && v.toTensor().device().is_cpu()) v = v.toTensor().to(*device);
   }
+  fallback_calls().add_cost(
+      op_name(op),
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start)
+          .count(),
+      0, 0);
 }
 
 at::Tensor empty_sparse(at::IntArrayRef size, std::optional<at::ScalarType> dtype,

@@ -202,6 +202,11 @@ void ShmCommunicatorImpl::fail(const std::string& msg) {
 
 // ------------------------------------------------------------ waits
 
+bool ShmCommunicatorImpl::peer_exited(int r) const {
+  const Peer& p = peers_[r];
+  return p.watch_pid && !pid_alive(p.pid);
+}
+
 void ShmCommunicatorImpl::check_waiting(const std::vector<int>& lagging,
                                         std::chrono::steady_clock::time_point start,
                                         const std::string& what) {

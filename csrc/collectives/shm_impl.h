@@ -131,6 +131,7 @@ class ShmCommunicatorImpl final : public ShmCommunicator {
   void barrier() override;
   void send(const void* data, size_t bytes, int dst, int tag) override;
   void recv(void* data, size_t bytes, int src, int tag) override;
+  int recv_any(void* data, size_t bytes, int tag) override;
   std::vector<std::string> linked_segments() const override;
 
  private:
@@ -166,10 +167,19 @@ class ShmCommunicatorImpl final : public ShmCommunicator {
   // The periodic check of wait_on, for the peers still lagging.
   void check_waiting(const std::vector<int>& lagging, std::chrono::steady_clock::time_point start,
                      const std::string& what);
+  // Waits until ready(p) for some p in peers (tried in order) and returns it.
+  // The same backoff and checks as wait_on, for the peers still alive; throws
+  // once every peer exited.
+  template <class Ready>
+  int wait_any(const std::vector<int>& peers, Ready&& ready, const std::string& what);
+  bool peer_exited(int r) const;
 
   // --- point to point (p2p_ring.cpp)
   void push(int dst, const char* src, size_t n, const std::string& what);
   void pop(int src, char* dst, size_t n, const std::string& what);
+  // Copies the first n bytes waiting in src's ring to dst without consuming
+  // them; false if fewer have arrived. The caller holds recv_mu_[src].
+  bool peek(int src, char* dst, size_t n) const;
 
   // --- algorithms (shm_collectives.cpp)
   void reduce_impl(char* data, size_t count, DType dtype, ReduceOp op, int root);
@@ -190,6 +200,7 @@ class ShmCommunicatorImpl final : public ShmCommunicator {
   std::string what_;  // "all_reduce #3"
 
   std::vector<std::unique_ptr<std::mutex>> send_mu_, recv_mu_;
+  std::atomic<unsigned> any_next_{0};  // where recv_any starts looking: no peer starves
 };
 
 template <class F>
@@ -230,6 +241,40 @@ void ShmCommunicatorImpl::wait_on(const std::vector<int>& peers, Ready&& ready, 
       if (!ready(p)) lagging.push_back(p);
     if (lagging.empty()) return;
     check_waiting(lagging, start, what);
+  }
+}
+
+template <class Ready>
+int ShmCommunicatorImpl::wait_any(const std::vector<int>& peers, Ready&& ready, const std::string& what) {
+  auto any_ready = [&] {
+    for (int p : peers)
+      if (ready(p)) return p;
+    return -1;
+  };
+  int p = any_ready();
+  if (p >= 0) return p;
+  const auto start = std::chrono::steady_clock::now();
+  auto next_check = start;
+  Backoff backoff;
+  std::vector<int> alive;
+  for (;;) {
+    backoff.pause();
+    if ((p = any_ready()) >= 0) return p;
+    if (backoff.spinning()) continue;
+    const auto now = std::chrono::steady_clock::now();
+    if (now < next_check) continue;
+    next_check = now + std::chrono::milliseconds(1);
+    // A peer that exited may have left messages, still received above, but
+    // sends no more: only the others are waited for, until none is left.
+    alive.clear();
+    for (int r : peers)
+      if (!peer_exited(r)) alive.push_back(r);
+    if (alive.empty()) {
+      // All exited: what is in their rings now is all there will be.
+      if ((p = any_ready()) >= 0) return p;
+      check_waiting(peers, start, what);
+    }
+    check_waiting(alive, start, what);
   }
 }
 

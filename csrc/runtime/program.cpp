@@ -3,7 +3,9 @@
 #include "program.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
+#include <exception>
 #include <new>
 
 #include "counters.h"
@@ -82,7 +84,18 @@ bool Program::run(const onrt_arg* args, std::string* error, const ActivitySite* 
     }
     err[0] = '\0';
     const int64_t start = site ? trace_now_ns() : 0;
-    int rc = ins.fn(ins.params.get(), iargs, err, sizeof err);
+    int rc;
+    // A kernel is C++ behind a C signature: an exception escaping it on a
+    // worker thread would terminate the process. It becomes the stream's error.
+    try {
+      rc = ins.fn(ins.params.get(), iargs, err, sizeof err);
+    } catch (const std::exception& e) {
+      std::snprintf(err, sizeof err, "internal error (C++ exception): %s", e.what());
+      rc = -1;
+    } catch (...) {
+      std::snprintf(err, sizeof err, "internal error (unknown C++ exception)");
+      rc = -1;
+    }
     if (site) {
       record_activity(*site, ONRT_ACTIVITY_KERNEL, ins.name, name_, start, trace_now_ns(), 0);
     }

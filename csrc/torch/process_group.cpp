@@ -733,6 +733,28 @@ c10::intrusive_ptr<c10d::Work> NeuronBackend::recv(std::vector<at::Tensor>& tens
   return enqueue(std::move(call));
 }
 
+c10::intrusive_ptr<c10d::Work> NeuronBackend::recvAnysource(std::vector<at::Tensor>& tensors,
+                                                            int tag) {
+  const at::Tensor& t = single(tensors, "recv");
+  TORCH_CHECK(size_ > 1, "recv: no other rank to receive from in a group of 1");
+  Call call{c10d::OpType::RECVANYSOURCE, "recv", t.device(), {t}, {t}};
+  call.lane = Lane::Recv;
+  call.source = std::make_shared<std::atomic<int>>(-1);
+  if (gloo_) {
+    call.body = [this, t, tag, source = call.source] {
+      std::vector<at::Tensor> v{cpu_view(t)};
+      auto work = gloo_->recvAnysource(v, tag);
+      work->wait();
+      source->store(work->sourceRank(), std::memory_order_release);
+    };
+  } else {
+    call.body = [this, t, tag, source = call.source] {
+      source->store(comm_->recv_any(ptr_of(t), bytes_of(t), tag), std::memory_order_release);
+    };
+  }
+  return enqueue(std::move(call));
+}
+
 // ------------------------------------------------------------------- Python
 
 void bind_distributed(py::module_& m) {

@@ -48,7 +48,8 @@ class NeuronWork : public c10d::Work {
   NeuronWork(int rank, c10d::OpType type, std::string description, uint64_t seq,
              c10::Device device, std::shared_ptr<WorkState> state, onrt_event_t done,
              std::vector<at::Tensor> outputs, bool blocking,
-             c10::intrusive_ptr<c10::ivalue::Future> future);
+             c10::intrusive_ptr<c10::ivalue::Future> future,
+             std::shared_ptr<std::atomic<int>> source = nullptr);
   ~NeuronWork() override;
 
   bool isCompleted() override;
@@ -64,6 +65,9 @@ class NeuronWork : public c10d::Work {
   void blockCurrentStream() override;
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
   uint64_t getSequencenumber() const override { return seq_; }
+  // A recv from any rank: the sender, once it arrived (blocks until then;
+  // raises DistBackendError if the recv failed).
+  int sourceRank() const override;
 
  private:
   [[noreturn]] void raise_failure() const;
@@ -76,6 +80,7 @@ class NeuronWork : public c10d::Work {
   std::vector<at::Tensor> outputs_;
   bool blocking_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
+  std::shared_ptr<std::atomic<int>> source_;  // set by a recv from any rank
 };
 
 class NeuronBackend : public c10d::Backend {
@@ -144,6 +149,8 @@ class NeuronBackend : public c10d::Backend {
                                       int tag) override;
   c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int src,
                                       int tag) override;
+  c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors,
+                                               int tag) override;
 
  private:
   // Where a call runs: collectives in order on one stream; sends and receives
@@ -163,6 +170,8 @@ class NeuronBackend : public c10d::Backend {
     // Applied on the lane's stream after the body (AVG, PREMUL_SUM): ordinary
     // device ops, so they run on the vector engines in stream order.
     std::function<void()> epilogue{};
+    // A recv from any rank: the body stores the sender here for Work::sourceRank.
+    std::shared_ptr<std::atomic<int>> source{};
   };
   c10::intrusive_ptr<c10d::Work> enqueue(Call call);
   onrt_stream_t lane_stream(c10::DeviceIndex device, Lane lane);

@@ -66,7 +66,8 @@ int check_failure(void* user_data, char* err, size_t errlen) {
 NeuronWork::NeuronWork(int rank, c10d::OpType type, std::string description, uint64_t seq,
                        c10::Device device, std::shared_ptr<WorkState> state, onrt_event_t done,
                        std::vector<at::Tensor> outputs, bool blocking,
-                       c10::intrusive_ptr<c10::ivalue::Future> future)
+                       c10::intrusive_ptr<c10::ivalue::Future> future,
+                       std::shared_ptr<std::atomic<int>> source)
     : Work(rank, type),
       description_(std::move(description)),
       seq_(seq),
@@ -75,7 +76,8 @@ NeuronWork::NeuronWork(int rank, c10d::OpType type, std::string description, uin
       done_(done),
       outputs_(std::move(outputs)),
       blocking_(blocking),
-      future_(std::move(future)) {}
+      future_(std::move(future)),
+      source_(std::move(source)) {}
 
 NeuronWork::~NeuronWork() { onrt_event_destroy(done_); }
 
@@ -97,6 +99,14 @@ void NeuronWork::raise_failure() const { C10_THROW_ERROR(DistBackendError, state
 std::vector<at::Tensor> NeuronWork::result() { return outputs_; }
 
 c10::intrusive_ptr<c10::ivalue::Future> NeuronWork::getFuture() { return future_; }
+
+int NeuronWork::sourceRank() const {
+  if (!source_) return Work::sourceRank();  // raises: not a recv from any rank
+  // dist.recv(t) asks right after wait(), which only ordered the current stream.
+  state_->wait_for(::kNoTimeout);
+  if (!state_->error().empty()) raise_failure();
+  return source_->load(std::memory_order_acquire);
+}
 
 void NeuronWork::blockCurrentStream() {
   if (state_->done() && !state_->error().empty()) raise_failure();
@@ -236,7 +246,7 @@ c10::intrusive_ptr<c10d::Work> NeuronBackend::enqueue(Call call) {
   }
   return c10::make_intrusive<NeuronWork>(rank_, call.type, std::move(description), seq, call.device,
                                          std::move(state), done, std::move(call.outputs),
-                                         call.blocking, std::move(future));
+                                         call.blocking, std::move(future), std::move(call.source));
 }
 
 void NeuronBackend::check_usable(const char* name) const {

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -212,6 +213,33 @@ TEST_F(StreamTest, KernelWithoutMessageStillNamesTheOperation) {
   onrt_program_release(p);
   EXPECT_EQ(onrt_stream_synchronize(stream_), ONRT_ERROR_EXECUTION_FAILED);
   EXPECT_STREQ(onrt_last_error(), "quiet/silent_fail: kernel returned error 3");
+}
+
+TEST_F(StreamTest, KernelExceptionsBecomeTheStreamErrorAndTheStreamGoesOn) {
+  onrt_program_t throws = make_program(
+      "gemm", "tile",
+      [](const void*, const onrt_arg*, char*, size_t) -> int {
+        throw std::runtime_error("primitive creation failed");
+      },
+      {});
+  onrt_program_t throws_other = make_program(
+      "odd", "thing", [](const void*, const onrt_arg*, char*, size_t) -> int { throw 42; }, {});
+  ASSERT_EQ(onrt_program_launch(stream_, throws, nullptr, 0), ONRT_OK);
+  EXPECT_EQ(onrt_stream_synchronize(stream_), ONRT_ERROR_EXECUTION_FAILED);
+  EXPECT_STREQ(onrt_last_error(),
+               "gemm/tile: internal error (C++ exception): primitive creation failed");
+  ASSERT_EQ(onrt_program_launch(stream_, throws_other, nullptr, 0), ONRT_OK);
+  EXPECT_EQ(onrt_stream_synchronize(stream_), ONRT_ERROR_EXECUTION_FAILED);
+  EXPECT_STREQ(onrt_last_error(), "odd/thing: internal error (unknown C++ exception)");
+  onrt_program_release(throws);
+  onrt_program_release(throws_other);
+  // The worker survived both: later work runs.
+  EXPECT_EQ(onrt_stream_synchronize(stream_), ONRT_OK);
+  onrt_program_t fine =
+      make_program("fine", "noop", [](const void*, const onrt_arg*, char*, size_t) { return 0; }, {});
+  ASSERT_EQ(onrt_program_launch(stream_, fine, nullptr, 0), ONRT_OK);
+  onrt_program_release(fine);
+  EXPECT_EQ(onrt_stream_synchronize(stream_), ONRT_OK);
 }
 
 TEST_F(StreamTest, DeviceSynchronizeReportsAndClearsStreamErrors) {

@@ -16,7 +16,7 @@
 // Collectives of one communicator run one at a time, in the same order on every
 // rank (c10d's contract); send and recv may run concurrently with collectives and
 // with each other (each on its own thread), but sends to one peer are FIFO, as are
-// receives from one peer.
+// receives from one peer (recv_any included).
 #pragma once
 
 #include <chrono>
@@ -116,6 +116,12 @@ class ShmCommunicator {
   // A recv whose size or tag differs from the matching send is a CollectiveError.
   virtual void send(const void* data, size_t bytes, int dst, int tag) = 0;
   virtual void recv(void* data, size_t bytes, int src, int tag) = 0;
+  // Receive from any rank: takes the first message with this tag that is next in
+  // any peer's ring (each peer's messages stay in order, so one behind another tag
+  // waits for that one to be received) and returns its sender. A size that differs
+  // is a CollectiveError, as in recv. Peers that exited are skipped; it throws when
+  // all have, on a timeout, or when a rank aborted.
+  virtual int recv_any(void* data, size_t bytes, int tag) = 0;
 
   // Names of segments this process created and has not yet unlinked (empty
   // after create() returns); for the tests.

@@ -200,6 +200,19 @@ onrt_status parse_config(const EnvLookup& env, uint64_t host_memory_bytes, Confi
 
   cfg.launch_blocking =
       truthy(env("NEURON_LAUNCH_BLOCKING")) || truthy(env("OPENNEURON_LAUNCH_BLOCKING"));
+  if (const char* w = env("OPENNEURON_WATCHDOG_SECONDS"); w != nullptr && !trim(w).empty()) {
+    const std::string text = trim(w);
+    char* end = nullptr;
+    const double v = std::strtod(text.c_str(), &end);
+    if (end != text.c_str() + text.size() || !(v >= 0) || v > 1e9) {
+      *error = strprintf(
+          "OPENNEURON_WATCHDOG_SECONDS='%s' is invalid: expected a number of seconds >= 0 "
+          "(0 turns the watchdog off)",
+          w);
+      return ONRT_ERROR_INVALID_CONFIG;
+    }
+    cfg.watchdog_seconds = v;
+  }
   *out = std::move(cfg);
   return ONRT_OK;
 }

@@ -26,6 +26,7 @@ struct Config {
   std::vector<int> visible_cores;  // physical index of each logical core
   uint64_t hbm_bytes_per_core = 0;
   bool launch_blocking = false;
+  double watchdog_seconds = 300;  // a waited-for stream idle this long is reported; 0 = off
 };
 
 // Returns the variable's value or nullptr when unset.

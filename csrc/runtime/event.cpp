@@ -39,11 +39,11 @@ bool Event::complete() {
   return s == nullptr || s->reached(seq);
 }
 
-void Event::synchronize() {
+onrt_status Event::synchronize() {
   Stream* s;
   uint64_t seq;
   position(&s, &seq);
-  if (s != nullptr) s->wait_until(seq);
+  return s != nullptr ? s->wait_until(seq, Stream::Waiter::kCaller) : ONRT_OK;
 }
 
 void Event::stamp(uint64_t generation) {
@@ -127,8 +127,7 @@ onrt_status onrt_event_synchronize(onrt_event_t event) {
   ONRT_RETURN_IF_ERROR(check_event(event, "onrt_event_synchronize"));
   ONRT_RETURN_IF_ERROR(ensure_runtime());
   bump(counters().synchronizations);
-  to_event(event)->synchronize();
-  return ONRT_OK;
+  return to_event(event)->synchronize();
 }
 
 onrt_status onrt_event_elapsed_ms(onrt_event_t start, onrt_event_t end, float* ms) {

@@ -32,7 +32,7 @@ class Event {
   // Position this event stands for; stream == nullptr if never recorded.
   void position(Stream** stream, uint64_t* seq);
   bool complete();
-  void synchronize();
+  onrt_status synchronize();  // a caller's wait: may be interrupted (Stream::wait_until)
   // Called by the worker when it reaches a timestamp item of `generation`.
   void stamp(uint64_t generation);
   // Timestamp of the latest record, if it has been reached.

@@ -11,6 +11,7 @@
 #include "log.h"
 #include "status.h"
 #include "stream.h"
+#include "wait_policy.h"
 
 namespace openneuron::runtime {
 
@@ -66,6 +67,7 @@ onrt_status ensure_runtime_slow() {
     rt->devices.push_back(make_device(rt->config, static_cast<int>(i)));
   }
   g_launch_blocking.store(rt->config.launch_blocking, std::memory_order_relaxed);
+  set_watchdog_seconds(rt->config.watchdog_seconds);
   install_fork_handler();
   g_runtime = rt.release();
   g_init_state.store(InitState::kReady, std::memory_order_release);

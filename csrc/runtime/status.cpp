@@ -84,6 +84,10 @@ const char* onrt_status_name(onrt_status status) {
       return "ONRT_ERROR_FORKED";
     case ONRT_ERROR_INVALID_CONFIG:
       return "ONRT_ERROR_INVALID_CONFIG";
+    case ONRT_ERROR_INTERRUPTED:
+      return "ONRT_ERROR_INTERRUPTED";
+    case ONRT_ERROR_TIMEOUT:
+      return "ONRT_ERROR_TIMEOUT";
   }
   return "ONRT_ERROR_UNKNOWN";
 }

@@ -14,6 +14,7 @@
 #include "spin.h"
 #include "status.h"
 #include "trace.h"
+#include "wait_policy.h"
 
 namespace openneuron::runtime {
 namespace {
@@ -96,12 +97,20 @@ onrt_status Stream::submit(WorkItem&& item, bool blocking) {
     // device-to-host copy lands in the caller's cache. Only if other threads
     // keep the stream busy does the item go through the queue.
     lock.unlock();
-    wait_until(enqueued());
+    if (onrt_status st = wait_until(enqueued(), Waiter::kCaller); st != ONRT_OK) {
+      // Interrupted before the item ran. A copy is dropped: its host buffer
+      // may be gone once the caller sees the error. Other work runs queued.
+      if (item.kind != WorkKind::kCopy) push(std::move(item));
+      return st;
+    }
     lock.lock();
     if (!queue_.empty() || busy_) {
       lock.unlock();
-      push(std::move(item));
-      return synchronize();
+      // Queued, so waited for to the end: a copy must not land after its
+      // caller stopped waiting.
+      wait_until(push(std::move(item)));
+      lock.lock();
+      return take_error_locked(lock);
     }
   }
   if (tracing_records()) item.correlation = current_correlation();
@@ -126,14 +135,70 @@ onrt_status Stream::submit(WorkItem&& item, bool blocking) {
   return ONRT_OK;
 }
 
-void Stream::wait_until(uint64_t seq) {
-  if (reached(seq)) return;
-  if (spin_until([&] { return reached(seq); }, kWaiterSpin)) return;
+onrt_status Stream::wait_until(uint64_t seq, Waiter waiter) {
+  if (reached(seq)) return ONRT_OK;
+  if (spin_until([&] { return reached(seq); }, kWaiterSpin)) return ONRT_OK;
+  const WaitPolicy policy = waiter == Waiter::kCaller ? wait_policy() : WaitPolicy{};
   std::unique_lock<std::mutex> lock(mu_);
+  if (policy.period_ns == 0 && policy.watchdog_ns == 0) {
+    while (!reached(seq)) {
+      wake_at_ = std::min(wake_at_, seq);
+      done_cv_.wait(lock);
+    }
+    return ONRT_OK;
+  }
+  // Sleep in slices; between them, run the wait check and watch for progress.
+  using Clock = std::chrono::steady_clock;
+  const std::chrono::nanoseconds slice(
+      policy.period_ns > 0 ? policy.period_ns : std::min<int64_t>(policy.watchdog_ns, 1'000'000'000));
+  uint64_t last_done = completed_.load(std::memory_order_acquire);
+  Clock::time_point last_progress = Clock::now();
   while (!reached(seq)) {
     wake_at_ = std::min(wake_at_, seq);
-    done_cv_.wait(lock);
+    done_cv_.wait_for(lock, slice);
+    if (reached(seq)) break;
+    const Clock::time_point now = Clock::now();
+    if (const uint64_t done = completed_.load(std::memory_order_acquire); done != last_done) {
+      last_done = done;
+      last_progress = now;
+    } else if (policy.watchdog_ns > 0 &&
+               now - last_progress >= std::chrono::nanoseconds(policy.watchdog_ns)) {
+      return failf(ONRT_ERROR_TIMEOUT,
+                   "neuron:%d stream %lld completed no work for %.0f s while %s (%zu more queued): "
+                   "a kernel may be hung or deadlocked; gave up waiting "
+                   "(OPENNEURON_WATCHDOG_SECONDS sets the limit, 0 turns the watchdog off)",
+                   device_, static_cast<long long>(id_), policy.watchdog_ns / 1e9,
+                   describe_running_locked().c_str(), queue_.size());
+    }
+    if (policy.check != nullptr) {
+      lock.unlock();
+      const bool stop = policy.check(policy.user) != 0;
+      lock.lock();
+      if (stop) {
+        return failf(ONRT_ERROR_INTERRUPTED,
+                     "waiting for neuron:%d stream %lld was interrupted; its queued work goes on",
+                     device_, static_cast<long long>(id_));
+      }
+    }
   }
+  return ONRT_OK;
+}
+
+std::string Stream::describe_running_locked() const {
+  if (!busy_) return "not running anything";
+  switch (running_kind_) {
+    case WorkKind::kProgram:
+      return "running program '" + running_program_ + "'";
+    case WorkKind::kCopy:
+      return "running a copy";
+    case WorkKind::kHostFn:
+      return "running a host function";
+    case WorkKind::kTimestamp:
+      return "recording an event";
+    case WorkKind::kWait:
+      return "waiting for an event of another stream";
+  }
+  return "running work";
 }
 
 void Stream::complete_locked(uint64_t seq) {
@@ -144,7 +209,7 @@ void Stream::complete_locked(uint64_t seq) {
 }
 
 onrt_status Stream::synchronize() {
-  wait_until(enqueued());
+  ONRT_RETURN_IF_ERROR(wait_until(enqueued(), Waiter::kCaller));
   std::unique_lock<std::mutex> lock(mu_);
   return take_error_locked(lock);
 }
@@ -208,6 +273,8 @@ void Stream::worker_main() {
     WorkItem item = queue_.pop();
     queued_.store(queue_.size(), std::memory_order_release);
     busy_ = true;
+    running_kind_ = item.kind;
+    if (item.kind == WorkKind::kProgram) running_program_ = item.launch.program->name();
     const bool skip = has_error_.load(std::memory_order_relaxed);
     lock.unlock();
 

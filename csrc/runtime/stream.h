@@ -38,7 +38,12 @@ class Stream {
   // complete once the worker has passed it.
   uint64_t enqueued() const { return enqueued_.load(std::memory_order_acquire); }
   bool reached(uint64_t seq) const { return completed_.load(std::memory_order_acquire) >= seq; }
-  void wait_until(uint64_t seq);
+  // Waits until the worker has passed `seq`. A caller's wait may end early:
+  // INTERRUPTED by the embedding's wait check, TIMEOUT by the watchdog (the
+  // work goes on). The runtime's own waits (the allocator, a worker waiting
+  // for another stream, destroy) see neither and always return OK.
+  enum class Waiter { kCaller, kRuntime };
+  onrt_status wait_until(uint64_t seq, Waiter waiter = Waiter::kRuntime);
 
   // Waits for all queued work; returns and clears a pending error.
   onrt_status synchronize();
@@ -53,6 +58,7 @@ class Stream {
   void spin_for_work();
   onrt_status take_error_locked(std::unique_lock<std::mutex>& lock);
   void complete_locked(uint64_t seq);  // publishes seq, wakes the waiters it satisfies
+  std::string describe_running_locked() const;  // for the watchdog's message
 
   uint32_t magic_ = kMagic;
   const int device_;
@@ -69,6 +75,9 @@ class Stream {
   // Set while an item runs (on the worker or inline on a caller thread), so
   // inline execution never overlaps queued work.
   bool busy_ = false;
+  // What the worker runs (under mu_), for the watchdog's message.
+  WorkKind running_kind_ = WorkKind::kHostFn;
+  std::string running_program_;
   bool worker_sleeping_ = false;
   // Smallest sequence number a sleeping synchronizer waits for (under mu_):
   // completions before it wake no one, so a thread draining a long queue

@@ -102,6 +102,8 @@ onrt_status onrt_device_synchronize(int device) {
   std::string first_message;
   for (Stream* s : streams) {
     onrt_status st = s->synchronize();
+    // The wait itself ended: the other streams are not waited for either.
+    if (st == ONRT_ERROR_INTERRUPTED || st == ONRT_ERROR_TIMEOUT) return st;
     if (st != ONRT_OK && first == ONRT_OK) {
       first = st;
       first_message = last_error_cstr();

@@ -29,6 +29,10 @@ namespace openneuron::bridge {
 // ONRT_ERROR_OUT_OF_MEMORY, IndexError-like for bad devices, RuntimeError
 // otherwise), with the runtime's message and `what` as context.
 [[noreturn]] void raise_status(onrt_status status, const char* what);
+// For ONRT_ERROR_INTERRUPTED: re-raises the Python exception (KeyboardInterrupt)
+// that ended the wait on this thread, else a RuntimeError with `message`
+// (python_interrupts.cpp).
+[[noreturn]] void raise_interrupted(const std::string& message);
 
 #define ONRT_CHECK(expr)                                          \
   do {                                                            \

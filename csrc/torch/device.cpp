@@ -28,6 +28,8 @@ namespace openneuron::bridge {
       TORCH_CHECK_VALUE(false, msg);
     case ONRT_ERROR_UNSUPPORTED:
       TORCH_CHECK_NOT_IMPLEMENTED(false, msg);
+    case ONRT_ERROR_INTERRUPTED:
+      raise_interrupted(msg);
     default:
       TORCH_CHECK(false, msg);
   }

@@ -22,6 +22,7 @@ void bind_distributed(py::module_& m);   // process_group.cpp
 void bind_graph_capture(py::module_& m);  // graph_capture.cpp
 void bind_memory_history(py::module_& m);  // memory_history.cpp
 void bind_log_sink(py::module_& m);        // log_sink.cpp
+void bind_wait_check(py::module_& m);      // python_interrupts.cpp
 }  // namespace openneuron::bridge
 
 namespace {
@@ -120,6 +121,7 @@ PYBIND11_MODULE(_C, m) {
   bind_graph_capture(m);
   bind_memory_history(m);
   bind_log_sink(m);
+  bind_wait_check(m);
   m.def("is_initialized", [] { return static_cast<bool>(onrt_is_initialized()); });
   m.def("in_bad_fork", [] { return static_cast<bool>(onrt_in_bad_fork()); });
   m.def("device_count", [] { return device_count(); });

@@ -164,5 +164,22 @@ TEST(ConfigTest, LaunchBlockingAcceptsBothNames) {
 
 TEST(ConfigTest, HostMemoryIsKnown) { EXPECT_GT(host_physical_memory(), 0u); }
 
+TEST(ConfigTest, WatchdogSeconds) {
+  Config cfg;
+  std::string err;
+  ASSERT_EQ(parse(Env{}, &cfg, &err), ONRT_OK) << err;
+  EXPECT_EQ(cfg.watchdog_seconds, 300);
+  ASSERT_EQ(parse(Env{{{"OPENNEURON_WATCHDOG_SECONDS", " 2.5 "}}}, &cfg, &err), ONRT_OK) << err;
+  EXPECT_EQ(cfg.watchdog_seconds, 2.5);
+  ASSERT_EQ(parse(Env{{{"OPENNEURON_WATCHDOG_SECONDS", "0"}}}, &cfg, &err), ONRT_OK) << err;
+  EXPECT_EQ(cfg.watchdog_seconds, 0);
+  for (const char* bad : {"-1", "soon", "5s", "nan"}) {
+    EXPECT_EQ(parse(Env{{{"OPENNEURON_WATCHDOG_SECONDS", bad}}}, &cfg, &err),
+              ONRT_ERROR_INVALID_CONFIG)
+        << bad;
+    EXPECT_NE(err.find("OPENNEURON_WATCHDOG_SECONDS='"), std::string::npos) << err;
+  }
+}
+
 }  // namespace
 }  // namespace openneuron::runtime

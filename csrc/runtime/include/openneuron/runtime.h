@@ -38,6 +38,8 @@ typedef enum onrt_status {
   ONRT_ERROR_UNSUPPORTED = 7,      /* e.g. a dtype the platform profile lacks */
   ONRT_ERROR_FORKED = 8,           /* used in a child forked after initialisation */
   ONRT_ERROR_INVALID_CONFIG = 9,   /* bad environment (platform, visible cores) */
+  ONRT_ERROR_INTERRUPTED = 10,     /* a wait ended by the wait check (Ctrl-C); the work goes on */
+  ONRT_ERROR_TIMEOUT = 11,         /* the watchdog: a stream made no progress for too long */
 } onrt_status;
 
 /* Static name of a status, e.g. "ONRT_ERROR_OUT_OF_MEMORY". */
@@ -357,6 +359,17 @@ typedef void (*onrt_activity_visitor)(const onrt_activity* activity, void* user)
 uint64_t onrt_trace_collect(onrt_activity_visitor visit, void* user);
 typedef void (*onrt_total_visitor)(const char* name, int64_t count, int64_t ns, void* user);
 void onrt_trace_totals(onrt_total_visitor visit, void* user);
+
+/* ---------------------------------------------------------- long waits */
+
+/* A caller waiting for device work (stream, device and event synchronize,
+ * blocking copies) calls `check` about every period_ms while it waits; a
+ * non-zero return ends the wait with ONRT_ERROR_INTERRUPTED, the work itself
+ * going on. For the embedding's signal handling. The watchdog
+ * (OPENNEURON_WATCHDOG_SECONDS, default 300, 0 = off) ends such a wait with
+ * ONRT_ERROR_TIMEOUT once the stream completed nothing for that long. */
+typedef int (*onrt_wait_check)(void* user);
+void onrt_set_wait_check(onrt_wait_check check, void* user, int period_ms);
 
 /* ------------------------------------------------------------- logging */
 

@@ -6,7 +6,15 @@ _ROOT = str(Path(__file__).resolve().parents[2])
 if _ROOT not in sys.path:
     sys.path.insert(0, _ROOT)
 
+import pytest  # noqa: E402
 import torch  # noqa: E402  (after the path set-up above)
+
+
+@pytest.fixture
+def quiet_fallback(monkeypatch):
+    # Fallbacks are still counted (that is how the harness tells native from fallback).
+    monkeypatch.setenv("OPENNEURON_FALLBACK", "silent")
+
 
 # An op with a CPU kernel only, for the harness self-tests of test_conformance_fast.py and
 # test_modules_fast.py: on neuron it runs as a host library kernel (the CPU kernel in place

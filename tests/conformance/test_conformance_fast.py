@@ -15,7 +15,7 @@ import torch
 from tests.conformance import classify, families, opinfos
 
 # PyTorch's own deprecation warnings from the samples are noise here.
-pytestmark = pytest.mark.filterwarnings("ignore")
+pytestmark = [pytest.mark.filterwarnings("ignore"), pytest.mark.usefixtures("quiet_fallback")]
 
 ISSUE_FAMILIES = ("elementwise", "activations", "reductions", "softmax", "norms", "matmul",
                   "conv/pool/upsample", "index/gather/scatter/join/sort", "attention",
@@ -37,12 +37,6 @@ def _cases():
                                                strict=True))
             out.append(pytest.param(key, d, id=f"{key}-{d}", marks=marks))
     return out
-
-
-@pytest.fixture(autouse=True)
-def _quiet_fallback(monkeypatch):
-    # Fallbacks are still counted (that is how the harness tells native from fallback).
-    monkeypatch.setenv("OPENNEURON_FALLBACK", "silent")
 
 
 @pytest.mark.timeout(60)

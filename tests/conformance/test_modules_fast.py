@@ -16,7 +16,7 @@ import torch
 from tests.conformance import classify, families, modules, opinfos, report
 
 # PyTorch's own deprecation warnings from the samples are noise here.
-pytestmark = pytest.mark.filterwarnings("ignore")
+pytestmark = [pytest.mark.filterwarnings("ignore"), pytest.mark.usefixtures("quiet_fallback")]
 
 
 def _cases():
@@ -29,12 +29,6 @@ def _cases():
                                                strict=True))
             out.append(pytest.param(key, d, id=f"{key}-{d}", marks=marks))
     return out
-
-
-@pytest.fixture(autouse=True)
-def _quiet_fallback(monkeypatch):
-    # Fallbacks are still counted (that is how the harness tells native from fallback).
-    monkeypatch.setenv("OPENNEURON_FALLBACK", "silent")
 
 
 @pytest.mark.timeout(60)

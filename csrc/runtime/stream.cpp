@@ -158,7 +158,13 @@ onrt_status Stream::wait_until(uint64_t seq, Waiter waiter) {
     done_cv_.wait_for(lock, slice);
     if (reached(seq)) break;
     const Clock::time_point now = Clock::now();
-    if (const uint64_t done = completed_.load(std::memory_order_acquire); done != last_done) {
+    // Only a kernel or a copy is watched: a host function or a wait for another
+    // stream depends on something outside (a collective's peers, other work)
+    // that has its own timeout.
+    const bool watched = busy_ && (running_kind_ == WorkKind::kProgram ||
+                                   running_kind_ == WorkKind::kCopy);
+    if (const uint64_t done = completed_.load(std::memory_order_acquire);
+        done != last_done || !watched) {
       last_done = done;
       last_progress = now;
     } else if (policy.watchdog_ns > 0 &&

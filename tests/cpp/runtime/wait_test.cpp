@@ -75,6 +75,18 @@ TEST_F(WaitTest, WatchdogNamesTheStuckProgram) {
   EXPECT_NE(message.find("OPENNEURON_WATCHDOG_SECONDS"), std::string::npos);
 }
 
+TEST_F(WaitTest, WatchdogIgnoresHostFunctionsWhichHaveTheirOwnTimeouts) {
+  // A collective's host function waits for its peers as long as the process
+  // group allows: the watchdog is for kernels and copies only.
+  openneuron::runtime::set_watchdog_seconds(0.1);
+  auto slow = [](void*, char*, size_t) -> int {
+    std::this_thread::sleep_for(std::chrono::milliseconds(400));
+    return 0;
+  };
+  ASSERT_EQ(onrt_launch_host_fn(stream_, "peers", slow, nullptr), ONRT_OK);
+  EXPECT_EQ(onrt_stream_synchronize(stream_), ONRT_OK) << onrt_last_error();
+}
+
 TEST_F(WaitTest, AnInterruptedBlockingCopyIsNotMadeLater) {
   onrt_set_wait_check([](void*) { return 1; }, nullptr, 10);
   void* dev = nullptr;

@@ -367,7 +367,7 @@ void onrt_trace_totals(onrt_total_visitor visit, void* user);
  * non-zero return ends the wait with ONRT_ERROR_INTERRUPTED, the work itself
  * going on. For the embedding's signal handling. The watchdog
  * (OPENNEURON_WATCHDOG_SECONDS, default 300, 0 = off) ends such a wait with
- * ONRT_ERROR_TIMEOUT once the stream completed nothing for that long. */
+ * ONRT_ERROR_TIMEOUT once one kernel or copy has run that long. */
 typedef int (*onrt_wait_check)(void* user);
 void onrt_set_wait_check(onrt_wait_check check, void* user, int period_ms);
 

@@ -220,6 +220,12 @@ at::Tensor resolve_lazy_bits_on_device(const at::Tensor& t) {
 at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst_arg, bool non_blocking) {
   TORCH_CHECK(self.defined() && dst_arg.defined(), "copy_: undefined tensor");
   if (dst_arg.numel() == 0) return dst_arg;
+  // copy_ leaves these checks to the device's _copy_from (its TensorIterator does them on
+  // the CPU): a partial overlap would be a memmove here, not the CPU's error.
+  if (self.is_privateuseone() && dst_arg.is_privateuseone()) {
+    at::assert_no_internal_overlap(dst_arg);
+    at::assert_no_partial_overlap(dst_arg, self);
+  }
   at::Tensor src = self, dst = dst_arg;
   move_lazy_bits_to_source(src, dst);
   if (src.is_privateuseone()) src = resolve_lazy_bits_on_device(src);

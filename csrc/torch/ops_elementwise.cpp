@@ -38,9 +38,21 @@ c10::ScalarType unary_result(UnaryKind kind, c10::ScalarType in) {
   }
 }
 
+// What TensorIterator checks before the CPU writes `out` (in place or out=): no element
+// written twice through a stride-0 or self-overlapping view, and no input sharing only part
+// of its memory with `out` (it would read values already overwritten). An input that is
+// `out` exactly is fine.
+void check_writable(const at::Tensor& out, std::initializer_list<const at::Tensor*> inputs) {
+  at::assert_no_internal_overlap(out);
+  for (const at::Tensor* in : inputs) {
+    if (in->defined() && !is_cpu_scalar(*in)) at::assert_no_partial_overlap(out, *in);
+  }
+}
+
 void unary_into(Op op, const at::Tensor& self, const at::Tensor& out, c10::ScalarType compute,
                 std::vector<int64_t> attrs = {}) {
   if (out.numel() == 0) return;
+  check_writable(out, {&self});
   write_result(out, op == Op::LogicalNot ? c10::kBool : compute, [&](const at::Tensor& target) {
     launch(op, {tensor_operand(to_dtype_on_device(self, compute))}, {tensor_operand(target)},
            attrs);
@@ -140,6 +152,7 @@ void binary_into(Op op, BinaryKind kind, const at::Tensor& a, const at::Tensor& 
                  c10::ScalarType compute) {
   if (alpha.has_value()) at::native::alpha_check(compute, *alpha);
   if (out.numel() == 0) return;
+  check_writable(out, {&a, &b});
   // The CPU's mul and true div (cpu/BinaryOpsKernel.cpp mul_kernel, div_true_kernel) read a
   // single-element second operand unrounded, as float, when the common dtype is Half/BFloat16:
   // float(a) * b rounded once. A 0-dim device tensor of another dtype (a float32 norm, say)

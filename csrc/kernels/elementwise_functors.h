@@ -26,7 +26,12 @@ struct Ctx {
 
 // ---- unary: in -> out
 
-template <class C> struct NegF { ON_INLINE C operator()(C a) const { return neg_w(a); } };
+template <class C> struct NegF {
+  ON_INLINE C operator()(C a) const {
+    if constexpr (std::is_floating_point_v<C>) return -a;  // -(+0) is -0; 0 - (+0) is not
+    else return neg_w(a);
+  }
+};
 template <class C> struct AbsF {
   ON_INLINE C operator()(C a) const {
     if constexpr (std::is_floating_point_v<C>) return std::fabs(a);

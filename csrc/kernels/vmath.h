@@ -181,7 +181,8 @@ ON_INLINE float vtanh(float x) {
   p = std::fma(p, z, -5.37397155531e-2f);
   p = std::fma(p, z, 1.33314422036e-1f);
   p = std::fma(p, z, -3.33332819422e-1f);
-  const float small = std::fma(p * z, x, x);
+  // The sign of x also for x = -0, which the polynomial would round to +0.
+  const float small = std::copysign(std::fma(p * z, x, x), x);
   const float e = vexp(2.0f * ax);
   const float big_abs = 1.0f - 2.0f / (e + 1.0f);
   const float big = std::copysign(big_abs, x);

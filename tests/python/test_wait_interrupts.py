@@ -61,10 +61,10 @@ print("copy", b.cpu().shape == (2048, 2048))
 def test_watchdog_reports_a_stream_that_completes_nothing():
     out = check("""
 import time, torch
-a = torch.ones(4096, 4096, device="neuron")  # quick: well within the limit
+a = torch.ones(6144, 6144, device="neuron")  # quick: well within the limit
 torch.neuron.synchronize()
 start = time.monotonic()
-b = a @ a  # one kernel longer than the watchdog's limit
+b = a @ a  # one kernel of 464 GFLOP: seconds on a few host cores, past the 1 s limit
 try:
     torch.neuron.synchronize()
     raise AssertionError("no watchdog")

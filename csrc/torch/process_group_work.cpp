@@ -112,7 +112,12 @@ void NeuronWork::blockCurrentStream() {
   if (state_->done() && !state_->error().empty()) raise_failure();
   onrt_stream_t current = current_runtime_stream(device_.index());
   ONRT_CHECK(onrt_stream_wait_event(current, done_));
-  if (state_->done()) return;  // a success already known needs no check on the stream
+  // A success already known needs no check on the stream. The collective may
+  // have finished, with an error, since the first look: ask again.
+  if (state_->done()) {
+    if (!state_->error().empty()) raise_failure();
+    return;
+  }
   auto* check = new FailureCheck{state_};
   const onrt_status st = onrt_launch_host_fn(current, "c10d", check_failure, check);
   if (st != ONRT_OK) {

@@ -62,6 +62,16 @@ bool accepts_host_tensors(const std::string& name) {
   return name.rfind("aten::index", 0) == 0 || name.rfind("aten::_index_put_impl_", 0) == 0;
 }
 
+// t's geometry on `storage`, a host storage standing for t's device storage.
+at::Tensor host_alias_on(const at::Tensor& t, c10::Storage storage) {
+  at::Tensor h = at::detail::make_tensor<c10::TensorImpl>(
+      std::move(storage), c10::DispatchKeySet(c10::DispatchKey::CPU), t.dtype());
+  h.unsafeGetTensorImpl()->set_sizes_and_strides(t.sizes(), t.strides(), t.storage_offset());
+  h._set_conj(t.is_conj());
+  h._set_neg(t.is_neg());
+  return h;
+}
+
 }  // namespace
 
 // A CPU tensor over the same bytes as device tensor `t`, with t's geometry. Its
@@ -70,15 +80,9 @@ bool accepts_host_tensors(const std::string& name) {
 // the kernel must grow gets host memory, which is then written back.
 at::Tensor host_alias(const at::Tensor& t) {
   const c10::Storage& s = t.storage();
-  c10::Storage storage(c10::Storage::use_byte_size_t(), s.nbytes(),
-                       c10::DataPtr(s.mutable_data(), c10::Device(c10::kCPU)),
-                       c10::GetCPUAllocator(), /*resizable=*/true);
-  at::Tensor h = at::detail::make_tensor<c10::TensorImpl>(
-      std::move(storage), c10::DispatchKeySet(c10::DispatchKey::CPU), t.dtype());
-  h.unsafeGetTensorImpl()->set_sizes_and_strides(t.sizes(), t.strides(), t.storage_offset());
-  h._set_conj(t.is_conj());
-  h._set_neg(t.is_neg());
-  return h;
+  return host_alias_on(t, c10::Storage(c10::Storage::use_byte_size_t(), s.nbytes(),
+                                       c10::DataPtr(s.mutable_data(), c10::Device(c10::kCPU)),
+                                       c10::GetCPUAllocator(), /*resizable=*/true));
 }
 
 namespace {
@@ -241,7 +245,16 @@ class AliasedCall {
         return true;
       }
     }
-    at::Tensor h = host_alias(t);
+    // Views of one device storage share one host storage, so the CPU kernel's
+    // own overlap checks (put_, index_put_, ...) see that they alias.
+    at::Tensor h;
+    for (const Alias& a : aliases_) {
+      if (a.device.storage().is_alias_of(t.storage())) {
+        h = host_alias_on(t, a.host.storage());
+        break;
+      }
+    }
+    if (!h.defined()) h = host_alias(t);
     aliases_.push_back({t, h, t.storage().data()});
     slot = h;
     return true;

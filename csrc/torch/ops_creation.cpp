@@ -1,6 +1,7 @@
 // Creation and copy: allocation (empty, empty_strided), views and set_, resize_,
 // copies between host and device and between cores, _local_scalar_dense, fill_,
 // zero_, arange and cat. Lowering: lower_creation.cpp (Copy, Fill, Arange).
+#include <ATen/Dispatch_v2.h>
 #include <ATen/EmptyTensor.h>
 #include <ATen/detail/PrivateUse1HooksInterface.h>
 #include <ATen/native/TypeProperties.h>
@@ -262,6 +263,11 @@ at::Scalar local_scalar_dense(const at::Tensor& self) {
 
 at::Tensor& fill_scalar(at::Tensor& self, const at::Scalar& value) {
   if (self.numel() == 0) return self;
+  // The CPU's overflow check (Scalar::to): filling int8 with 200 raises, uint8 with -1 wraps.
+  AT_DISPATCH_V2(self.scalar_type(), "fill_", AT_WRAP([&] { (void)value.to<scalar_t>(); }),
+                 AT_EXPAND(AT_ALL_TYPES_AND_COMPLEX), c10::kComplexHalf, c10::kHalf, c10::kBool,
+                 c10::kBFloat16, AT_EXPAND(AT_FLOAT8_TYPES),
+                 AT_EXPAND(AT_BAREBONES_UNSIGNED_TYPES));
   launch(Op::Fill, {scalar_operand(value, self.scalar_type())}, {tensor_operand(self)});
   return self;
 }

@@ -361,6 +361,17 @@ Tensor& index_put_impl_(Tensor& self, const c10::List<std::optional<Tensor>>& in
               "match, got ",
               self.scalar_type(), " for the destination and ", values.scalar_type(),
               " for the source.");
+  // The CPU's checks: an expanded self warns; values or indices in self's memory raise.
+  if (at::has_internal_overlap(self) == at::MemOverlap::Yes) {
+    TORCH_WARN(
+        "Use of index_put_ on expanded tensors is deprecated. Please clone() the tensor before "
+        "performing this operation. This also applies to advanced indexing e.g. tensor[indices] "
+        "= tensor");
+  }
+  if (!is_cpu_scalar(values)) at::assert_no_overlap(self, values);
+  for (const std::optional<Tensor>& index : indices) {
+    if (index.has_value() && index->defined()) at::assert_no_overlap(self, *index);
+  }
   if (all_undefined(indices)) {
     if (accumulate)
       self.add_(values);

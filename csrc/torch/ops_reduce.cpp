@@ -227,7 +227,8 @@ Tensor& var_out(const Tensor& self, at::OptionalIntArrayRef dims,
   TORCH_CHECK(at::isFloatingType(self.scalar_type()) || self.is_complex(), name,
               " only supports floating-point and complex dtypes. Got: ", self.scalar_type());
   if (self.is_complex()) {
-    route_to_cpu("aten::var", "correction_out", self, dims, correction, keepdim, out);
+    route_to_cpu(kStd ? "aten::std" : "aten::var", "correction_out", self, dims, correction,
+                 keepdim, out);
     return out;
   }
   VarResult r = var_mean_impl(self, dims, correction, keepdim);
@@ -240,14 +241,18 @@ Tensor& var_out(const Tensor& self, at::OptionalIntArrayRef dims,
 template <bool kStd>
 Tensor var_fn(const Tensor& self, at::OptionalIntArrayRef dims,
               const std::optional<at::Scalar>& correction, bool keepdim) {
-  Tensor out = empty_device({0}, self.scalar_type(), self.device());
+  // The variance of complex values is real.
+  Tensor out = empty_device({0}, c10::toRealValueType(self.scalar_type()), self.device());
   return var_out<kStd>(self, dims, correction, keepdim, out);
 }
 template <bool kStd>
 std::tuple<Tensor, Tensor> var_mean_fn(const Tensor& self, at::OptionalIntArrayRef dims,
                                        const std::optional<at::Scalar>& correction, bool keepdim) {
+  if (self.is_complex()) {
+    return {var_fn<kStd>(self, dims, correction, keepdim), at::mean(self, dims, keepdim)};
+  }
   TORCH_CHECK(at::isFloatingType(self.scalar_type()), kStd ? "std_mean" : "var_mean",
-              " only supports floating-point dtypes");
+              " only support floating point and complex dtypes");
   VarResult r = var_mean_impl(self, dims, correction, keepdim);
   if (kStd) launch(Op::Sqrt, {tensor_operand(r.var)}, {tensor_operand(r.var)});
   return {to_dtype_on_device(r.var, self.scalar_type()),

@@ -2,6 +2,9 @@
 // mean/std), bernoulli, random_, exponential_, geometric_, log_normal_, dropout,
 // randperm and multinomial. Each reserves its Philox counters (reserve_philox) and
 // launches a compiler op of the rng family (lower_rng.cpp).
+#include <ATen/native/DistributionTemplates.h>
+#include <ATen/native/TensorFactories.h>
+
 #include "op_helpers.h"
 
 namespace openneuron::bridge {
@@ -10,14 +13,46 @@ namespace {
 using at::Tensor;
 using compiler::Op;
 
+// ATen's own templates (DistributionTemplates.h) check the arguments and work out the
+// range, so bounds, warnings and messages are the CPU's; these kernels then launch.
+template <typename RNG>
+struct UniformKernel {
+  void operator()(at::TensorIteratorBase& iter, double from, double to,
+                  std::optional<at::Generator> gen) {
+    const at::Tensor self(iter.output(0));
+    auto [seed, offset] = reserve_philox(self.device(), gen, Op::Uniform, {self.numel()});
+    launch(Op::Uniform, {seed, offset, float_operand(from), float_operand(to)},
+           {tensor_operand(self)});
+  }
+};
+
+// Draws from [from, from + range); range 0 stands for 2^64. The kernel takes an
+// exclusive int64 bound, so a range reaching past INT64_MAX never draws INT64_MAX itself.
+void launch_randint(const at::Tensor& self, int64_t from, uint64_t range,
+                    std::optional<at::Generator> gen) {
+  const uint64_t room =
+      static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) - static_cast<uint64_t>(from);
+  const int64_t hi = range == 0 || range > room
+                         ? std::numeric_limits<int64_t>::max()
+                         : static_cast<int64_t>(static_cast<uint64_t>(from) + range);
+  auto [seed, offset] = reserve_philox(self.device(), gen, Op::RandInt, {self.numel()});
+  launch(Op::RandInt, {seed, offset, int_operand(from), int_operand(hi)}, {tensor_operand(self)});
+}
+
+template <typename RNG>
+struct RandomFromToKernel {
+  void operator()(at::TensorIteratorBase& iter, uint64_t range, int64_t from,
+                  std::optional<at::Generator> gen) {
+    launch_randint(at::Tensor(iter.output(0)), from, range, std::move(gen));
+  }
+  void operator()(at::TensorIteratorBase& iter, std::optional<at::Generator> gen) {
+    launch_randint(at::Tensor(iter.output(0)), std::numeric_limits<int64_t>::lowest(), 0,
+                   std::move(gen));
+  }
+};
+
 at::Tensor& uniform_(at::Tensor& self, double from, double to, std::optional<at::Generator> gen) {
-  TORCH_CHECK(from <= to, "uniform_ expects to return a [from, to) range, but found from=", from,
-              " > to=", to);
-  if (self.numel() == 0) return self;
-  auto [seed, offset] = reserve_philox(self.device(), gen, Op::Uniform, {self.numel()});
-  launch(Op::Uniform, {seed, offset, float_operand(from), float_operand(to)},
-         {tensor_operand(self)});
-  return self;
+  return at::native::templates::uniform_impl_<UniformKernel, void>(self, from, to, std::move(gen));
 }
 
 at::Tensor& normal_(at::Tensor& self, double mean, double std, std::optional<at::Generator> gen) {
@@ -39,58 +74,17 @@ at::Tensor& bernoulli_float(at::Tensor& self, double p, std::optional<at::Genera
 
 at::Tensor& random_from_to(at::Tensor& self, int64_t from, std::optional<int64_t> to,
                            std::optional<at::Generator> gen) {
-  int64_t hi;
-  if (to.has_value()) {
-    hi = *to;
-  } else if (c10::isFloatingType(self.scalar_type())) {
-    hi = int64_t(1) << std::numeric_limits<float>::digits;
-  } else {
-    hi = std::numeric_limits<int64_t>::max();
-  }
-  TORCH_CHECK(from < hi, "random_ expects 'from' to be less than 'to', but got from=", from,
-              " >= to=", hi);
-  if (self.numel() == 0) return self;
-  auto [seed, offset] = reserve_philox(self.device(), gen, Op::RandInt, {self.numel()});
-  launch(Op::RandInt, {seed, offset, int_operand(from), int_operand(hi)}, {tensor_operand(self)});
-  return self;
+  return at::native::templates::random_from_to_impl<RandomFromToKernel, void>(self, from, to,
+                                                                              std::move(gen));
 }
 
 at::Tensor& random_to(at::Tensor& self, int64_t to, std::optional<at::Generator> gen) {
   return random_from_to(self, 0, to, std::move(gen));
 }
 
+// [0, 2^digits] for floating types, [0, max] for integers, as on the CPU.
 at::Tensor& random_(at::Tensor& self, std::optional<at::Generator> gen) {
-  int64_t hi;
-  switch (self.scalar_type()) {
-    case c10::kBool:
-      hi = 2;
-      break;
-    case c10::kByte:
-      hi = 256;
-      break;
-    case c10::kChar:
-      hi = 128;
-      break;
-    case c10::kShort:
-      hi = 1 << 15;
-      break;
-    case c10::kInt:
-      hi = int64_t(1) << 31;
-      break;
-    case c10::kLong:
-      hi = std::numeric_limits<int64_t>::max();
-      break;
-    case c10::kBFloat16:
-      hi = 1 << 8;
-      break;
-    case c10::kHalf:
-      hi = 1 << 11;
-      break;
-    default:
-      hi = int64_t(1) << 24;
-      break;
-  }
-  return random_from_to(self, 0, hi, std::move(gen));
+  return random_from_to(self, 0, std::nullopt, std::move(gen));
 }
 
 // ------------------------------------------------------------ random
@@ -228,6 +222,7 @@ at::Tensor& randperm_out(int64_t n, std::optional<at::Generator> gen, at::Tensor
   TORCH_CHECK(n >= 0, "n must be non-negative, got", n);
   TORCH_CHECK(!out.is_complex() && out.scalar_type() != c10::kBool,
               "randperm is not implemented for ", out.scalar_type());
+  at::native::check_supported_max_int_with_precision(n, out);
   at::native::resize_output(out, {n});
   if (n == 0) return out;
   auto [seed, offset] = reserve_philox(out.device(), gen, Op::Randperm, {n});

@@ -135,6 +135,14 @@ void check_mask(const Tensor& self, const Tensor& mask) {
   const auto shape = at::infer_size_dimvector(self.sizes(), mask.sizes());
   TORCH_CHECK(at::IntArrayRef(shape) == self.sizes(), "output with shape ", self.sizes(),
               " doesn't match the broadcast shape ", shape);
+  // The CPU's checks: an expanded self warns, a mask sharing part of self's memory raises.
+  if (at::has_internal_overlap(self) == at::MemOverlap::Yes) {
+    TORCH_WARN(
+        "Use of masked_fill_ on expanded tensors is deprecated. Please clone() the tensor before "
+        "performing this operation. This also applies to advanced indexing e.g. tensor[mask] = "
+        "scalar");
+  }
+  at::assert_no_partial_overlap(self, mask);
 }
 Tensor& masked_fill_scalar(Tensor& self, const Tensor& mask, const at::Scalar& value) {
   common_device("masked_fill_", {&self, &mask});

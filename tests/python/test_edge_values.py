@@ -1,7 +1,9 @@
 """Edge values on neuron against the CPU, for every op family: NaN, +-Inf, -0.0, the largest
 finite and the subnormal values of float32/bfloat16/float16 through elementwise, comparison,
 reduction, softmax, layer_norm, matmul and clamp ops; integer wrap-around, division by zero
-and negative powers; zero-size, 0-dim, non-contiguous, expanded and overlapping operands.
+and negative powers; zero-size, 0-dim, non-contiguous, expanded and overlapping operands
+(indexed writes whose values, mask or indices alias the destination included); arguments at
+the edge of a dtype's range (fill_, random_, randperm) and the real variance of complex values.
 
 Every expectation is PyTorch's CPU result on the same inputs in the same dtype, with no
 absolute tolerance (a subnormal flushed to zero shows). Where the CPU's own result is not
@@ -14,6 +16,7 @@ CPU result is accepted, element by element.
 Differences from the CPU found by this file are strict xfails naming the values."""
 
 import math
+import warnings
 
 import pytest
 import torch
@@ -643,3 +646,104 @@ def test_overlapping_in_place(neuron, op):
     cpu = same_outcome(run, torch.arange(9.0))
     if op in PARTIAL_OVERLAPS:
         assert "some elements of the input tensor and the written-to tensor" in str(cpu)
+
+
+# Indexed writes whose values, mask or indices live in the written tensor: the CPU raises
+# "unsupported operation" (a host-library op such as put_ included: its CPU kernel sees the
+# aliasing), and warns for an expanded destination of index_put_ / masked_fill_.
+INDEXED_OVERLAPS = {
+    "index_put_values_in_self": lambda y, i: y.index_put_((i,), y[:3]),
+    "index_put_value_0dim_in_self": lambda y, i: y.index_put_((i,), y[0]),
+    "index_put_index_is_self": lambda y, i: i.index_put_((i,), i.clone()),
+    "put_values_in_self": lambda y, i: y.put_(i, y[:3]),
+    "put_index_is_self": lambda y, i: i.put_(i.clone(), i),
+    "masked_fill_mask_in_self": lambda y, i: (y > 0.5)[1:].masked_fill_((y > 0.5)[:-1], False),
+}
+
+
+@pytest.mark.parametrize("op", list(INDEXED_OVERLAPS))
+def test_indexed_write_overlapping_its_inputs(neuron, op):
+    def run(y, i):
+        if op == "masked_fill_mask_in_self":
+            m = y > 0.5
+            return m[1:].masked_fill_(m[:-1], False)
+        return INDEXED_OVERLAPS[op](y, i)
+    cpu = same_outcome(run, torch.arange(6.0) / 6, torch.tensor([2, 1, 0]))
+    assert "unsupported operation" in str(cpu)
+
+
+@pytest.mark.parametrize("op", ["index_put_", "masked_fill_"])
+def test_indexed_write_into_an_expanded_tensor_warns(neuron, op):
+    x = torch.rand(1, device=neuron).expand(6)
+    with pytest.warns(UserWarning, match="expanded tensors"):
+        if op == "index_put_":
+            x.index_put_((torch.tensor([2, 1, 0], device=neuron),), torch.rand(3, device=neuron))
+        else:
+            x.masked_fill_(torch.tensor([True, False] * 3, device=neuron), 0.0)
+
+
+# --- 4. Arguments at the edge of a dtype's range ------------------------------------------
+
+@pytest.mark.parametrize("dtype,value", [(torch.int8, 200), (torch.uint8, 256), (torch.uint8, -1),
+                                         (torch.float32, 1e40), (torch.float16, 1e6),
+                                         (torch.bool, 5), (torch.int64, 2**62)], ids=str)
+def test_fill_with_a_value_out_of_range(neuron, dtype, value):
+    # int8 <- 200 and float32 <- 1e40 raise "value cannot be converted"; uint8 <- -1 wraps
+    # and float16 <- 1e6 is inf, as on the CPU.
+    same_outcome(lambda t: t.fill_(value), torch.zeros(3, dtype=dtype))
+
+
+RANDOM_BOUNDS = [  # (dtype, from, to): to None is the dtype's own top
+    (torch.int8, -129, 0), (torch.int8, 0, 129), (torch.uint8, -1, 10), (torch.bool, 0, 3),
+    (torch.int32, -2**31 - 1, 0), (torch.int16, 5, 5), (torch.float16, 0, 2**20),
+    (torch.float16, -2**17, None), (torch.float32, 0, 2**25), (torch.bfloat16, 0, 2**10),
+    (torch.float32, 10, None), (torch.int8, -128, None), (torch.bool, 0, None),
+]
+
+
+@pytest.mark.parametrize("dtype,lo,hi", RANDOM_BOUNDS, ids=str)
+def test_random_bounds_are_checked_as_on_the_cpu(neuron, dtype, lo, hi):
+    # Out of the dtype's range raises "from/to - 1 is out of bounds"; beyond a float type's
+    # exact integers warns; in range, the values stay in [lo, hi) (to None: the top included).
+    def draw(device):
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            try:
+                t = torch.empty(2000, dtype=dtype, device=device).random_(lo, hi)
+            except RuntimeError as e:
+                return str(e).split(" (Triggered internally")[0], messages(seen)
+            return t.double().cpu(), messages(seen)
+
+    def messages(seen):  # without " (Triggered internally at <file>:<line>.)"
+        return [str(w.message).split(" (Triggered internally")[0] for w in seen]
+    (cpu, cpu_warned), (got, got_warned) = draw("cpu"), draw(neuron)
+    assert [w for w in got_warned if "out of bounds" in w] == \
+        [w for w in cpu_warned if "out of bounds" in w]
+    if isinstance(cpu, str):
+        assert got == cpu
+        return
+    assert not isinstance(got, str), got
+    digits = {torch.float32: 24, torch.float16: 11, torch.bfloat16: 8}
+    top = hi if hi is not None else (2 ** digits[dtype] + 1 if dtype in digits else
+                                     1 + (1 if dtype == torch.bool else torch.iinfo(dtype).max))
+    assert lo <= got.min().item() and got.max().item() < top, (got.min(), got.max(), cpu.max())
+
+
+def test_randperm_too_large_for_its_dtype_raises(neuron):
+    for dtype, fits, too_large in ((torch.uint8, 2**8, 2**8 + 1), (torch.float16, 2**11 + 1, 2**11 + 2)):
+        out = torch.empty(0, dtype=dtype, device=neuron)
+        torch.randperm(fits, out=out)
+        assert sorted(out.long().tolist()) == list(range(fits))
+        with pytest.raises(RuntimeError):
+            torch.randperm(too_large, out=out)
+
+
+@pytest.mark.parametrize("fn", ["var", "std", "var_mean", "std_mean"])
+def test_variance_of_complex_values_is_real(neuron, fn):
+    x = torch.randn(5, 7, dtype=torch.complex64)
+    for args in ((), (1,)):
+        got = getattr(torch, fn)(x.to(neuron), *args)
+        expected = getattr(torch, fn)(x, *args)
+        # var/std real (float32), var_mean/std_mean's mean complex64, as on the CPU.
+        torch.testing.assert_close(tuple(t.cpu() for t in got) if fn.endswith("_mean") else got.cpu(),
+                                   expected, rtol=1e-6, atol=1e-7)

@@ -7,13 +7,14 @@ PIP := $(VENV)/bin/pip
 CMAKE := $(VENV)/bin/cmake
 BUILD := build/release
 ASAN_BUILD := build/asan
+TSAN_BUILD := build/tsan
 JOBS ?= $(shell nproc)
 # Debian packages the C++ layers build against (pinned where the version matters).
 SYSTEM_PACKAGES := libdnnl-dev=2.6.3-1 libblis-serial-dev=0.9.0-1 libgtest-dev ccache iproute2
 
 
 .PHONY: coverage
-.PHONY: all build demo test lint test-cpp test-asan test-python sysdeps clean
+.PHONY: all build demo test lint test-cpp test-asan test-tsan test-python sysdeps clean
 
 all: build
 
@@ -50,7 +51,7 @@ demo: build
 	$(PY) examples/demo.py
 
 # lint first: it needs neither the venv nor a build, and fails in a second.
-test: lint test-cpp test-asan test-python test-conformance-fast
+test: lint test-cpp test-asan test-fuzz test-tsan test-python test-conformance-fast
 
 # The layering of csrc/ (tools/check_layering.py): which layer may include which, torch
 # headers only in csrc/torch, no file over 900 lines without a listed reason.
@@ -66,6 +67,53 @@ test-asan: sysdeps | $(VENV)/.deps
 	  -DOPENNEURON_SANITIZE=ON -DCMAKE_MAKE_PROGRAM=$(abspath $(VENV)/bin/ninja) > /dev/null
 	$(CMAKE) --build $(ASAN_BUILD) -j $(JOBS)
 	ASAN_OPTIONS=detect_leaks=1 $(VENV)/bin/ctest --test-dir $(ASAN_BUILD) --output-on-failure -j $(JOBS)
+
+# And under ThreadSanitizer: streams, the intra-op pool, the DMA helpers, the allocator,
+# the program cache and the shm transport are concurrent (tests/cpp/*/*_stress_test.cpp).
+# OMP_NUM_THREADS=1: Debian's libgomp is not instrumented, so TSan cannot see the joins
+# of oneDNN's OpenMP teams and would report them as races (attention.cpp is built without
+# its team there); our own pool keeps its threads (OPENNEURON_INTRAOP_THREADS).
+test-tsan: sysdeps | $(VENV)/.deps
+	$(CMAKE) -S . -B $(TSAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DOPENNEURON_BUILD_TORCH=OFF \
+	  -DOPENNEURON_SANITIZE_THREAD=ON -DCMAKE_MAKE_PROGRAM=$(abspath $(VENV)/bin/ninja) > /dev/null
+	$(CMAKE) --build $(TSAN_BUILD) -j $(JOBS)
+	OMP_NUM_THREADS=1 OPENNEURON_INTRAOP_THREADS=4 TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
+	  $(VENV)/bin/ctest --test-dir $(TSAN_BUILD) --output-on-failure -j $(JOBS)
+
+# Fuzzing (tests/fuzz, docs/architecture.md): the parsers of outside data built with
+# Debian's clang under libFuzzer, ASan and UBSan in build/fuzz; replays the committed
+# corpora and crashes, then fuzzes each target FUZZ_SECONDS (on a scratch copy of its
+# corpus: nothing is written to the source tree). A crash fails and names its input.
+FUZZ_BUILD := build/fuzz
+FUZZ_SECONDS ?= 20
+FUZZ_TARGETS := graph_io config
+.PHONY: test-fuzz clang
+clang:
+	@if ! command -v clang++ >/dev/null || [ "$$(clang++ -print-file-name=libomp.so)" = libomp.so ]; then \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -q && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q clang libomp-dev; \
+	fi
+
+test-fuzz: sysdeps clang | $(VENV)/.deps
+	CC=clang CXX=clang++ $(CMAKE) -S . -B $(FUZZ_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Debug \
+	  -DCMAKE_C_FLAGS_DEBUG=-g1 -DCMAKE_CXX_FLAGS_DEBUG=-g1 -DOPENNEURON_BUILD_TORCH=OFF \
+	  -DOPENNEURON_BUILD_TESTS=OFF -DOPENNEURON_FUZZ=ON -DCMAKE_MAKE_PROGRAM=$(abspath $(VENV)/bin/ninja) > /dev/null
+	$(CMAKE) --build $(FUZZ_BUILD) -j $(JOBS) --target fuzz_all
+	$(VENV)/bin/ctest --test-dir $(FUZZ_BUILD) --output-on-failure -j $(JOBS)
+	@rm -rf $(FUZZ_BUILD)/scratch $(FUZZ_BUILD)/artifacts && mkdir -p $(FUZZ_BUILD)/artifacts; \
+	for t in $(FUZZ_TARGETS); do \
+	  mkdir -p $(FUZZ_BUILD)/scratch/$$t && cp tests/fuzz/corpus/$$t/* $(FUZZ_BUILD)/scratch/$$t/ || exit 1; \
+	  if ls tests/fuzz/crashes/$$t/* >/dev/null 2>&1; then cp tests/fuzz/crashes/$$t/* $(FUZZ_BUILD)/scratch/$$t/; fi; \
+	  echo "fuzzing $$t for $(FUZZ_SECONDS) s (log: $(FUZZ_BUILD)/$$t.log)"; \
+	  if ! $(FUZZ_BUILD)/tests/fuzz/$${t}_fuzz $(FUZZ_BUILD)/scratch/$$t -max_total_time=$(FUZZ_SECONDS) \
+	       -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+	       -artifact_prefix=$(FUZZ_BUILD)/artifacts/$$t- > $(FUZZ_BUILD)/$$t.log 2>&1; then \
+	    tail -n 40 $(FUZZ_BUILD)/$$t.log; \
+	    echo "test-fuzz: $$t failed on input(s):" $(FUZZ_BUILD)/artifacts/$$t-*; \
+	    echo "(fix the parser, then add the input under tests/fuzz/crashes/$$t/)"; exit 1; \
+	  fi; \
+	  grep -E "stat::(number_of_executed_units|average_exec_per_sec)" $(FUZZ_BUILD)/$$t.log; \
+	done
 
 test-python: build chromium
 	$(PY) -m pytest -q tests/python

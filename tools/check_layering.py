@@ -11,7 +11,8 @@ only from the layers above it, only csrc/torch includes torch, and files stay sm
 
 Rules (each violation is printed as `path:line: rule: message`, exit status 1):
   torch-headers   only files under csrc/torch/ include torch, ATen, c10, pybind11 or
-                  Python.h headers (tests/cpp is checked too: it runs without torch)
+                  Python.h headers (tests/cpp and tests/fuzz are checked too: they run
+                  without torch)
   torch-kernels   csrc/torch includes no kernels header (openneuron/kernels/..., kernels/...)
   layer-order     a folder includes nothing from a layer below it
   file-length     no file under csrc/ is longer than MAX_LINES lines, except those in
@@ -143,7 +144,7 @@ def check(root, exceptions=None, max_lines=MAX_LINES):
     exceptions = LENGTH_EXCEPTIONS if exceptions is None else exceptions
     violations = []
     lengths = {}
-    for top in ("csrc", "tests/cpp"):
+    for top in ("csrc", "tests/cpp", "tests/fuzz"):
         for rel, path in source_files(root, top):
             text = read(path)
             if top == "csrc":

@@ -209,7 +209,8 @@ bool ShmCommunicatorImpl::peer_exited(int r) const {
 
 void ShmCommunicatorImpl::check_waiting(const std::vector<int>& lagging,
                                         std::chrono::steady_clock::time_point start,
-                                        const std::string& what) {
+                                        const std::string& what,
+                                        const std::function<bool(int)>& ready_now) {
   throw_if_aborted(what);
   for (int r : others_) {
     const std::string reason = abort_reason(r);
@@ -221,7 +222,7 @@ void ShmCommunicatorImpl::check_waiting(const std::vector<int>& lagging,
   std::snprintf(secs, sizeof(secs), "%.1f s", waited);
   for (int r : lagging) {
     const Peer& p = peers_[r];
-    if (p.watch_pid && !pid_alive(p.pid)) {
+    if (p.watch_pid && !pid_alive(p.pid) && !(ready_now && ready_now(r))) {
       throw CollectiveError(what + ": rank " + std::to_string(r) + " (pid " + std::to_string(p.pid) +
                             ") exited (waited " + secs + ")");
     }

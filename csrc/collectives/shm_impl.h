@@ -4,18 +4,19 @@
 // (shm_collectives.cpp) and the point-to-point rings (p2p_ring.cpp).
 #pragma once
 
+#include <sched.h>
+#include <signal.h>
+#include <time.h>
+
 #include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
-
-#include <sched.h>
-#include <signal.h>
-#include <time.h>
 
 #include "openneuron/collectives/shm_communicator.h"
 
@@ -164,9 +165,11 @@ class ShmCommunicatorImpl final : public ShmCommunicator {
   // deadline, own and peers' abort flags, and that the lagging peers live.
   template <class Ready>
   void wait_on(const std::vector<int>& peers, Ready&& ready, const std::string& what);
-  // The periodic check of wait_on, for the peers still lagging.
+  // The periodic check of wait_on, for the peers still lagging. A lagging peer
+  // that exited is an error unless ready_now(peer) (read after its exit was
+  // seen) says it became ready meanwhile.
   void check_waiting(const std::vector<int>& lagging, std::chrono::steady_clock::time_point start,
-                     const std::string& what);
+                     const std::string& what, const std::function<bool(int)>& ready_now = {});
   // Waits until ready(p) for some p in peers (tried in order) and returns it.
   // The same backoff and checks as wait_on, for the peers still alive; throws
   // once every peer exited.
@@ -240,7 +243,10 @@ void ShmCommunicatorImpl::wait_on(const std::vector<int>& peers, Ready&& ready, 
     for (int p : peers)
       if (!ready(p)) lagging.push_back(p);
     if (lagging.empty()) return;
-    check_waiting(lagging, start, what);
+    // A peer may make its last write and exit between the readiness test above
+    // and the liveness test in check_waiting: it is dead only if still not
+    // ready once its exit has been seen.
+    check_waiting(lagging, start, what, [&](int p) { return ready(p); });
   }
 }
 
@@ -274,7 +280,9 @@ int ShmCommunicatorImpl::wait_any(const std::vector<int>& peers, Ready&& ready, 
       if ((p = any_ready()) >= 0) return p;
       check_waiting(peers, start, what);
     }
-    check_waiting(alive, start, what);
+    // One that exits from now on is dropped from `alive` at the next check
+    // (its messages still received), not reported dead.
+    check_waiting(alive, start, what, [](int) { return true; });
   }
 }
 

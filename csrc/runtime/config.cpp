@@ -31,13 +31,16 @@ std::string trim(const std::string& s) {
   return s.substr(b, e - b + 1);
 }
 
-// Strict: the whole string must be a non-negative decimal integer.
+// Strict: the whole string must be a non-negative decimal integer that fits in 64 bits
+// (every uint64_t, so a capacity written as "9999998T" can also be written in bytes).
 bool parse_uint(const std::string& s, uint64_t* out) {
-  if (s.empty() || s.size() > 19) return false;
+  if (s.empty()) return false;
   uint64_t v = 0;
   for (char c : s) {
     if (c < '0' || c > '9') return false;
-    v = v * 10 + static_cast<uint64_t>(c - '0');
+    const auto digit = static_cast<uint64_t>(c - '0');
+    if (v > (UINT64_MAX - digit) / 10) return false;
+    v = v * 10 + digit;
   }
   *out = v;
   return true;

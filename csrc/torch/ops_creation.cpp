@@ -1,6 +1,6 @@
 // Creation and copy: allocation (empty, empty_strided), views and set_, resize_,
 // copies between host and device and between cores, _local_scalar_dense, fill_,
-// zero_, arange and cat. Lowering: lower_creation.cpp (Copy, Fill, Arange).
+// zero_, arange, cat and record_stream. Lowering: lower_creation.cpp (Copy, Fill, Arange).
 #include <ATen/Dispatch_v2.h>
 #include <ATen/EmptyTensor.h>
 #include <ATen/detail/PrivateUse1HooksInterface.h>
@@ -396,6 +396,17 @@ Tensor& cat_out(const at::ITensorListRef& tensors, int64_t dim, Tensor& out) {
   return out;
 }
 
+// Tensor.record_stream: the caching allocator hands the block out again only
+// after the work queued on `stream` so far has run (torch.cuda's semantics).
+void record_stream(Tensor& self, c10::Stream stream) {
+  TORCH_CHECK(stream.device_type() == c10::DeviceType::PrivateUse1,
+              "record_stream: expected a neuron stream, got ", stream);
+  TORCH_CHECK(stream.device_index() == self.device().index(), "record_stream: ", stream,
+              " is on another core than the tensor (", self.device(), ")");
+  if (void* p = self.storage().data_ptr().get())
+    ONRT_CHECK(onrt_record_stream(p, runtime_stream(stream)));
+}
+
 }  // namespace
 
 // Copies resolve conjugate/negative bits themselves (copy_from above). Without
@@ -429,6 +440,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, lib) {
   m.impl("_copy_from", copy_from);
   m.impl("_copy_from_and_resize", copy_from_and_resize);
   m.impl("_local_scalar_dense", local_scalar_dense);
+  m.impl("record_stream", record_stream);
   m.impl("fill_.Scalar", fill_scalar);
   m.impl("fill_.Tensor", fill_tensor);
   m.impl("zero_", zero_);

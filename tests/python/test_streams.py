@@ -77,3 +77,39 @@ def test_accelerator_stream_functions(neuron):
         assert torch.accelerator.current_stream() == s
     finally:
         torch.accelerator.set_stream(prev)
+
+
+def test_record_stream_keeps_a_block_until_the_stream_passed_it(neuron):
+    """As torch.cuda: a tensor used on a side stream and recorded there is not handed out
+    again while that stream's queued work may still read it; an unrecorded one is."""
+    s = torch.neuron.Stream()
+    a = torch.randn(1024, 1024, device=neuron)
+    x = torch.empty(1 << 20, device=neuron)
+    ptr = x.data_ptr()
+    del x
+    assert torch.empty(1 << 20, device=neuron).data_ptr() == ptr  # reused at once
+
+    x = torch.ones(1 << 20, device=neuron)
+    assert x.data_ptr() == ptr
+    s.wait_stream(torch.neuron.current_stream())
+    with torch.neuron.stream(s):
+        for _ in range(30):  # keeps s busy for a while
+            a = a @ a / 1024
+        total = x.sum()
+    x.record_stream(s)
+    del x
+    y = torch.empty(1 << 20, device=neuron)
+    assert not s.query(), "the side stream finished too soon for the check"
+    assert y.data_ptr() != ptr
+    s.synchronize()
+    assert total.item() == 1 << 20
+
+
+def test_record_stream_rejects_a_foreign_stream(neuron):
+    x = torch.ones(4, device=neuron)
+    try:
+        x.record_stream(torch.Stream(device="cpu"))
+    except RuntimeError as e:
+        assert "neuron stream" in str(e)
+    else:
+        raise AssertionError("record_stream took a CPU stream")

@@ -96,6 +96,15 @@ TEST(ConfigTest, HbmOverrideWinsEvenOverHostMemory) {
   env.vars["OPENNEURON_HBM_BYTES"] = "512MiB";
   ASSERT_EQ(parse(env, &cfg, &err), ONRT_OK) << err;
   EXPECT_EQ(cfg.hbm_bytes_per_core, 512u << 20);
+
+  // Every capacity a suffix can spell can be spelled in bytes (found by config_fuzz).
+  env.vars["OPENNEURON_HBM_BYTES"] = "9999998T";
+  ASSERT_EQ(parse(env, &cfg, &err), ONRT_OK) << err;
+  env.vars["OPENNEURON_HBM_BYTES"] = std::to_string(cfg.hbm_bytes_per_core);
+  ASSERT_EQ(parse(env, &cfg, &err), ONRT_OK) << err;
+  EXPECT_EQ(cfg.hbm_bytes_per_core, 9999998ull << 40);
+  env.vars["OPENNEURON_HBM_BYTES"] = "18446744073709551616";  // 2^64
+  EXPECT_EQ(parse(env, &cfg, &err), ONRT_ERROR_INVALID_CONFIG);
 }
 
 TEST(ConfigTest, BadHbmOverrideIsRejected) {

@@ -30,6 +30,11 @@ namespace openneuron::bridge {
       TORCH_CHECK_NOT_IMPLEMENTED(false, msg);
     case ONRT_ERROR_INTERRUPTED:
       raise_interrupted(msg);
+    case ONRT_ERROR_EXECUTION_FAILED:
+      // The failing op was enqueued earlier than the line that waited (CUDA's hint).
+      TORCH_CHECK(false, msg,
+                  "\nDevice errors are reported at a later synchronisation; with "
+                  "NEURON_LAUNCH_BLOCKING=1 each is raised at the Python line of its op.");
     default:
       TORCH_CHECK(false, msg);
   }

@@ -1,5 +1,6 @@
 """Streams and events on neuron, through torch.neuron and torch.Stream/torch.Event."""
 
+import pytest
 import torch
 
 
@@ -113,3 +114,40 @@ def test_record_stream_rejects_a_foreign_stream(neuron):
         assert "neuron stream" in str(e)
     else:
         raise AssertionError("record_stream took a CPU stream")
+
+
+STREAM_ERROR = """
+import pytest
+import torch
+x = torch.randn(3, 4, device="neuron")
+bad = torch.full((3, 4), 9, device="neuron")
+y = torch.gather(x, 1, bad)  # THE BAD LINE
+z = y * 2
+torch.neuron.synchronize()
+"""
+
+
+def test_a_device_error_is_raised_at_the_next_synchronisation_and_the_device_goes_on(neuron):
+    x = torch.randn(3, 4, device=neuron)
+    y = torch.gather(x, 1, torch.full((3, 4), 9, device=neuron))  # returns: the error is queued
+    with pytest.raises(RuntimeError, match=r"(?s)Gather.*out of bounds.*NEURON_LAUNCH_BLOCKING=1"):
+        torch.neuron.synchronize()
+    del y
+    torch.testing.assert_close((x * 2).cpu(), x.cpu() * 2)  # the device stays usable
+
+
+def test_launch_blocking_raises_a_device_error_at_its_python_line(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    script = tmp_path / "stream_error.py"
+    script.write_text(STREAM_ERROR)
+    env = dict(os.environ, NEURON_LAUNCH_BLOCKING="1")
+    proc = subprocess.run([sys.executable, str(script)], env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode != 0
+    assert "out of bounds" in proc.stderr
+    # The traceback ends at the op's own line, not at the synchronisation.
+    tail = proc.stderr[proc.stderr.rindex('  File "'):]
+    assert "THE BAD LINE" in tail and "synchronize" not in tail, proc.stderr

@@ -19,19 +19,6 @@ __all__ = [
     "memory_stats", "memory_summary", "reset_peak_memory_stats",
 ]
 
-_MISSING = ("memory history needs openneuron built with the memory history recorder "
-            "(openneuron._C._memory_record_history / _memory_snapshot); rebuild the package "
-            "from a source tree that has csrc/torch/memory_history.cpp")
-
-
-def _C():
-    from . import _C
-
-    if not (hasattr(_C, "_memory_record_history") and hasattr(_C, "_memory_snapshot")):
-        raise RuntimeError(_MISSING)
-    return _C
-
-
 def _record_memory_history(
     enabled: str | None = "all",
     context: str | None = "all",
@@ -59,14 +46,18 @@ def _record_memory_history(
         raise ValueError(f"max_entries must be >= 0, got {max_entries}")
     # "state" keeps no history of events, only what the live blocks need.
     entries = 0 if enabled == "state" else max_entries
-    _C()._memory_record_history(enabled is not None, entries)
+    from . import _C
+
+    _C._memory_record_history(enabled is not None, entries)
 
 
 def _snapshot(device: Any = None) -> dict[str, Any]:
     """The allocator's segments of every core, the recorded events per core and the
     allocator settings, as torch.cuda.memory._snapshot() returns them. `device` is accepted
     for torch.cuda's signature: as there, the snapshot covers all devices."""
-    return _C()._memory_snapshot()
+    from . import _C
+
+    return _C._memory_snapshot()
 
 
 def _dump_snapshot(filename: str = "dump_snapshot.pickle") -> None:

@@ -12,7 +12,7 @@ from .frames import user_frame
 VERSION = 1
 TOP = 15  # rows of the "top ..." tables
 STORED_AS = {"float64": "float32", "complex128": "complex64"}
-NOT_IN_BUILD = "not available in this build"
+HISTORY_OFF = "turned off (--history-entries 0)"
 
 
 def build(raw: dict, script: str, argv: list[str], exit_status: int, error: str | None) -> dict:
@@ -27,10 +27,9 @@ def build(raw: dict, script: str, argv: list[str], exit_status: int, error: str 
         "started_unix": t0,
         "wall_seconds": raw["ended"] - t0,
         "devices": raw["devices"],
-        "missing": raw["missing"],
         "sync_error": raw["sync_error"],
-        "fallback_ops": _host_ops(observed, "fallback", raw["fallback_stats"], t0),
-        "library_ops": _host_ops(observed, "library", raw["library_stats"], t0),
+        "fallback_ops": _host_ops(observed, "fallback", t0),
+        "library_ops": _host_ops(observed, "library", t0),
         "downcasts": _downcasts(observed, t0),
         "compile": _compile(raw["dynamo"], raw["backend_metrics"], t0),
         "memory": _memory(raw, t0),
@@ -44,16 +43,9 @@ def _since(t0: float, time_ns: int | None) -> float | None:
     return None if not time_ns else round(time_ns / 1e9 - t0, 6)
 
 
-def _host_ops(observed: list[dict] | None, kind: str, counts: dict[str, int], t0: float) -> dict:
+def _host_ops(observed: list[dict], kind: str, t0: float) -> dict:
     """Ops run on the host (fallback: copied out and back; library: PyTorch's CPU kernel
     in place): calls, time, bytes copied, the user's line of the first call."""
-    if observed is None:  # this build counts calls only
-        ops = [{"op": op, "calls": n, "seconds": None, "bytes_to_host": None,
-                "bytes_to_device": None, "first_call_s": None, "source": None}
-               for op, n in counts.items()]
-        ops.sort(key=lambda o: -o["calls"])
-        return {"available": False, "note": f"times, bytes and source lines: {NOT_IN_BUILD}",
-                "ops": ops}
     ops = []
     for o in observed:
         if o["kind"] != kind:
@@ -64,18 +56,16 @@ def _host_ops(observed: list[dict] | None, kind: str, counts: dict[str, int], t0
                     "first_call_s": _since(t0, o.get("first_time_ns")),
                     "source": user_frame(o.get("frames", []))})
     ops.sort(key=lambda o: (-o["seconds"], -o["calls"]))
-    return {"available": True, "note": None, "ops": ops}
+    return {"ops": ops}
 
 
-def _downcasts(observed: list[dict] | None, t0: float) -> dict:
-    if observed is None:
-        return {"available": False, "note": NOT_IN_BUILD, "items": []}
+def _downcasts(observed: list[dict], t0: float) -> dict:
     items = [{"dtype": o["op"], "stored_as": STORED_AS.get(o["op"], "?"), "count": int(o["calls"]),
               "first_call_s": _since(t0, o.get("first_time_ns")),
               "source": user_frame(o.get("frames", []))}
              for o in observed if o["kind"] == "downcast"]
     items.sort(key=lambda d: -d["count"])
-    return {"available": True, "note": None, "items": items}
+    return {"items": items}
 
 
 def graph_break_summary(reason: str) -> str:
@@ -163,17 +153,14 @@ def _memory(raw: dict, t0: float) -> dict:
         "peak_reserved_bytes": raw["peak_reserved"],
         "timeline": {"t": [round(t - t0, 4) for t in samples["time"]],
                      "allocated_bytes": samples["allocated"]},
+        # events is None: the memory history was turned off, the section says so.
         "top_sites": {"available": events is not None,
-                      "note": None if events is not None else
-                      (raw["missing"].get("memory_history") or NOT_IN_BUILD),
+                      "note": None if events is not None else HISTORY_OFF,
                       "sites": top_allocation_sites(events) if events is not None else []},
     }
 
 
-def _device_time(totals: dict[str, tuple[int, int]] | None) -> dict:
-    if totals is None:
-        return {"available": False, "note": NOT_IN_BUILD, "total_seconds": None,
-                "by_category": [], "top_ops": [], "top_programs": []}
+def _device_time(totals: dict[str, tuple[int, int]]) -> dict:
     rows = [{"name": name, "category": category(name), "count": count, "seconds": ns / 1e9}
             for name, (count, ns) in totals.items()]
     rows.sort(key=lambda r: -r["seconds"])
@@ -183,7 +170,6 @@ def _device_time(totals: dict[str, tuple[int, int]] | None) -> dict:
         c["seconds"] += r["seconds"]
         c["count"] += r["count"]
     return {
-        "available": True, "note": None,
         "total_seconds": sum(r["seconds"] for r in rows),
         "by_category": sorted(by_cat.values(), key=lambda c: (-c["seconds"],
                                                               CATEGORIES.index(c["category"]))),

@@ -54,21 +54,20 @@ def _card(label: str, value: str, warn: bool = False) -> str:
 def _cards(doc: dict) -> str:
     fb = sum(o["calls"] for o in doc["fallback_ops"]["ops"])
     lib = sum(o["calls"] for o in doc["library_ops"]["ops"])
-    down = (str(sum(d["count"] for d in doc["downcasts"]["items"]))
-            if doc["downcasts"]["available"] else "n/a")
+    down = sum(d["count"] for d in doc["downcasts"]["items"])
     c = doc["compile"]
     peak = max(doc["memory"]["peak_allocated_bytes"], default=0)
     dev = doc["device_time"]["total_seconds"]
     return '<div class="cards">' + "".join([
         _card("CPU fallback calls", str(fb), warn=fb > 0),
         _card("host library calls", str(lib)),
-        _card("float64 downcasts", down, warn=down not in ("0", "n/a")),
+        _card("float64 downcasts", str(down), warn=down > 0),
         _card("frames compiled", str(c["frames_compiled"])),
         _card("recompilations", str(c["recompiles"]), warn=c["recompiles"] > 0),
         _card("graph breaks", str(sum(b["count"] for b in c["graph_breaks"])),
               warn=bool(c["graph_breaks"])),
         _card("peak memory (one core)", size(peak)),
-        _card("device time", duration(dev) if dev is not None else "n/a"),
+        _card("device time", duration(dev)),
     ]) + "</div>"
 
 
@@ -78,12 +77,12 @@ def _figure(caption: str, body: str) -> str:
 
 def _plots(doc: dict) -> str:
     t = doc["device_time"]
-    if t["available"] and t["by_category"]:
+    if t["by_category"]:
         cats = t["by_category"]
         bars = svg.bar_chart("Device time by op category", [c["category"] for c in cats],
                              [c["seconds"] for c in cats], duration)
     else:
-        bars = _note(f"Device time: {t['note'] or 'no device work'}")
+        bars = _note("Device time: no device work")
     timeline = doc["memory"]["timeline"]
     top = max((max(s, default=0) for s in timeline["allocated_bytes"]), default=0)
     unit, scale = next(((u, f) for u, f in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10))
@@ -108,7 +107,7 @@ def _plots(doc: dict) -> str:
 
 
 def _host_ops(title: str, section: dict, copies: bool) -> str:
-    out = f"<h2>{escape(title)}</h2>" + _note(section["note"])
+    out = f"<h2>{escape(title)}</h2>"
     if not section["ops"]:
         return out + "<p>none</p>"
     headers = ["op", "calls", "time"] + (["to host", "to device"] if copies else []) + ["first call at"]
@@ -119,13 +118,12 @@ def _host_ops(title: str, section: dict, copies: bool) -> str:
 
 
 def _downcasts(section: dict) -> str:
-    out = "<h2>float64 / complex128 downcasts</h2>" + _note(
-        None if section["available"] else section["note"])
-    if section["available"] and not section["items"]:
+    out = "<h2>float64 / complex128 downcasts</h2>"
+    if not section["items"]:
         return out + "<p>none</p>"
     rows = [[f"{d['dtype']} → {d['stored_as']}", d["count"], location(d["source"])]
             for d in section["items"]]
-    return out + (_table(["dtype", "count", "first at"], rows, numeric={1}) if rows else "")
+    return out + _table(["dtype", "count", "first at"], rows, numeric={1})
 
 
 def _compile(c: dict) -> str:
@@ -156,7 +154,7 @@ def _memory(m: dict) -> str:
             in enumerate(zip(m["peak_allocated_bytes"], m["peak_reserved_bytes"]))]
     out = "<h2>Memory</h2>" + _table(["core", "peak allocated", "peak reserved"], rows, {1, 2})
     sites = m["top_sites"]
-    out += "<h3>Top allocation sites</h3>" + _note(sites["note"])
+    out += "<h3>Top allocation sites</h3>" + _note(sites["note"])  # the history turned off
     if sites["sites"]:
         rows = [[location(s), s["allocations"], size(s["bytes"]),
                  size(s["peak_live_bytes"]), s["name"]] for s in sites["sites"]]
@@ -165,8 +163,8 @@ def _memory(m: dict) -> str:
 
 
 def _device_time(t: dict) -> str:
-    out = "<h2>Device time</h2>" + _note(t["note"])
-    total = t["total_seconds"] or 0.0
+    out = "<h2>Device time</h2>"
+    total = t["total_seconds"]
     for title, rows in (("Top ops", t["top_ops"]), ("Top programs (compiled graphs)",
                                                     t["top_programs"])):
         if rows:

@@ -21,8 +21,6 @@ def _host_ops(title: str, section: dict, copies: bool) -> list[str]:
     ops = section["ops"]
     calls = sum(o["calls"] for o in ops)
     out = [f"{title}: {plural(len(ops), 'op')}, {plural(calls, 'call')}"]
-    if section["note"]:
-        out.append(f"  ({section['note']})")
     if not ops:
         return out
     headers = ["op", "calls", "time"] + (["to host", "to device"] if copies else []) + ["first call at"]
@@ -33,8 +31,6 @@ def _host_ops(title: str, section: dict, copies: bool) -> list[str]:
 
 
 def _downcasts(section: dict) -> list[str]:
-    if not section["available"]:
-        return [f"float64/complex128 downcasts: {section['note']}"]
     items = section["items"]
     if not items:
         return ["float64/complex128 downcasts: none"]
@@ -76,7 +72,7 @@ def _memory(m: dict) -> list[str]:
     for d, (alloc, reserved) in enumerate(zip(m["peak_allocated_bytes"], m["peak_reserved_bytes"])):
         out.append(f"  neuron:{d} peak {size(alloc)} allocated, {size(reserved)} reserved")
     sites = m["top_sites"]
-    if not sites["available"]:
+    if not sites["available"]:  # the memory history was turned off
         out.append(f"  top allocation sites: {sites['note']}")
     elif sites["sites"]:
         out.append("  top allocation sites:")
@@ -87,9 +83,7 @@ def _memory(m: dict) -> list[str]:
 
 
 def _device_time(t: dict) -> list[str]:
-    if not t["available"]:
-        return [f"Device time: {t['note']}"]
-    total = t["total_seconds"] or 0.0
+    total = t["total_seconds"]
     out = [f"Device time: {duration(total)}"]
     if not total:
         return out

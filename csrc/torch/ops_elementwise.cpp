@@ -151,6 +151,7 @@ void binary_into(Op op, BinaryKind kind, const at::Tensor& a, const at::Tensor& 
                  const std::optional<at::Scalar>& alpha, const at::Tensor& out,
                  c10::ScalarType compute) {
   if (alpha.has_value()) at::native::alpha_check(compute, *alpha);
+  if (op == Op::Sub) at::native::sub_check(a, b);
   if (out.numel() == 0) return;
   check_writable(out, {&a, &b});
   // The CPU's mul and true div (cpu/BinaryOpsKernel.cpp mul_kernel, div_true_kernel) read a

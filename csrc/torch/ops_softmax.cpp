@@ -15,8 +15,9 @@ at::Tensor softmax_fwd(const at::Tensor& self, int64_t dim, bool half_to_float) 
   if (out.numel() == 0) return out;
   at::Tensor in = to_dtype_on_device(self, dtype);
   if (self.dim() == 0) {
-    // softmax of a scalar is 1 (log_softmax 0).
-    return kOp == Op::Softmax ? out.fill_(1) : out.fill_(0);
+    // A row of one: 1 (log_softmax 0), but NaN for a NaN or infinite scalar as on the CPU.
+    launch(kOp, {tensor_operand(in.reshape({1}))}, {tensor_operand(out.view({1}))}, {int64_t{0}});
+    return out;
   }
   launch(kOp, {tensor_operand(in)}, {tensor_operand(out)}, {d});
   return out;

@@ -96,7 +96,15 @@ def test_elementwise_chains_are_fused_and_bit_equal(neuron, dtype):
     m = torch.neuron.get_dynamo_metrics()
     # mm, then add, silu, mul, sub, tanh and mul as one fused pass
     assert m["whole_graph_calls"] == 1 and m["fused_groups"] == 1, m
-    assert m["recorded_launches"] == 7 and m["program_instructions"] == 2, m
+    assert m["recorded_launches"] == 7, m
+    # The mm's own instructions depend on the host: without native half-type GEMMs
+    # (AVX-512 BF16) its operands are converted to float32 and back around it.
+    torch.neuron.reset_dynamo_metrics()
+    mm = torch.compile(lambda x, w: x @ w, backend="neuron")
+    mm(x, w)
+    mm(x, w)
+    mm_instructions = torch.neuron.get_dynamo_metrics()["program_instructions"]
+    assert m["program_instructions"] == mm_instructions + 1, (m, mm_instructions)
 
 
 def test_in_place_updates_of_inputs_reach_the_caller_and_replay(neuron):

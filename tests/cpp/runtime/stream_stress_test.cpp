@@ -21,6 +21,7 @@
 #include <thread>
 #include <vector>
 
+#include "../stress_util.h"
 #include "openneuron/runtime.h"
 
 namespace {
@@ -87,27 +88,7 @@ class Watchdog {
   std::thread thread_;
 };
 
-// First few failures from any thread, reported by the main thread.
-class Failures {
- public:
-  void add(std::string what) {
-    count_.fetch_add(1);
-    std::lock_guard<std::mutex> lock(mu_);
-    if (messages_.size() < 10) messages_.push_back(std::move(what));
-  }
-  int count() const { return count_.load(); }
-  std::string summary() {
-    std::lock_guard<std::mutex> lock(mu_);
-    std::string out;
-    for (auto& m : messages_) out += m + "\n";
-    return out;
-  }
-
- private:
-  std::atomic<int> count_{0};
-  std::mutex mu_;
-  std::vector<std::string> messages_;
-};
+using ontest::stress::Failures;
 
 int bump(void* counter, char*, size_t) {
   static_cast<std::atomic<int64_t>*>(counter)->fetch_add(1, std::memory_order_relaxed);

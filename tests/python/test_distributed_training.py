@@ -37,6 +37,13 @@ def test_ddp_matches_single_process(nproc):
     _expect_pass(_launch("train_ddp.py", nproc), "plain", nproc)
 
 
+def test_ddp_collects_time_stats_without_a_warning():
+    # The "plain" check also asserts DDP's logging data has its phase times.
+    proc = _launch("train_ddp.py", 2)
+    _expect_pass(proc, "plain", 2)
+    assert "Time stats are currently only collected" not in proc.stderr, proc.stderr[-4000:]
+
+
 @pytest.mark.parametrize("nproc", [2, 3])
 def test_ddp_no_sync_gradient_accumulation(nproc):
     _expect_pass(_launch("train_ddp.py", nproc), "no_sync", nproc)

@@ -134,6 +134,14 @@ def distributed(dev, mode):
         sizes = str(data.get("rebuilt_bucket_sizes") or data.get("bucket_sizes"))
         if len(sizes.split(",")) < 3:
             raise AssertionError(f"rank {RANK}: expected several buckets, got bucket sizes {sizes}")
+    if mode == "plain" and dev.type != "cpu":
+        # DDP times its phases with the device's timer (c10d's TimerRegistry) on the
+        # first 10 iterations; without one it warns and leaves these unset.
+        data = ddp._get_ddp_logging_data()
+        times = {k: data.get(k, 0) for k in ("avg_forward_compute_time", "avg_backward_compute_time",
+                                             "avg_backward_comm_time")}
+        if not all(v > 0 for v in times.values()):
+            raise AssertionError(f"rank {RANK}: DDP's time stats not collected: {times}")
     if mode == "unused":
         data = ddp._get_ddp_logging_data()
         if not data.get("find_unused_parameters"):

@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import math
 import statistics
 import sys
 import time
@@ -74,10 +73,6 @@ def measure_row(workload, reps: int, calls: int) -> dict:
             "plain_s": statistics.median(times["plain"]), "ratios": ratios}
 
 
-def geomean(values: list[float]) -> float:
-    return math.exp(sum(math.log(v) for v in values) / len(values))
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", default="", help="comma-separated model families (default: all)")
@@ -103,7 +98,8 @@ def main() -> None:
               flush=True)
     if not rows:
         sys.exit("no workload measured")
-    suite = {m: geomean([row["ratios"][m] for row in rows]) for m in MODES if m != "plain"}
+    suite = {m: statistics.geometric_mean([row["ratios"][m] for row in rows])
+             for m in MODES if m != "plain"}
     print(f"{'suite (geometric mean)':44s} {'':9s} {suite['report']:7.3f} {suite['profiler']:8.3f}")
     print(f"({len(rows)} workloads, {time.monotonic() - started:.0f} s)")
     args.out.parent.mkdir(parents=True, exist_ok=True)

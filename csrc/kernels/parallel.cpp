@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "openneuron/host_contention.h"
 #include "openneuron/kernels/kernels.h"
 
 namespace openneuron::kernels {
@@ -89,11 +90,13 @@ class Pool {
   // About 50 us: longer than the gap between back-to-back kernels, short
   // enough that an idle pool stops spinning at once. After a short busy spin
   // the spinner yields, so a thread with work (the Python thread issuing the
-  // next op, PyTorch's own pool) gets the core whenever it wants it.
+  // next op, PyTorch's own pool) gets the core whenever it wants it. On a
+  // contended host (host_contention.h) it does not spin at all.
   static constexpr auto kSpin = std::chrono::microseconds(50);
 
   template <class Pred>
   static bool spin_until(Pred&& pred) {
+    if (onrt_host_contended()) return pred();  // the core goes to a thread with work
     const auto limit = std::chrono::steady_clock::now() + kSpin;
     for (int i = 0;; ++i) {
       if (pred()) return true;

@@ -216,6 +216,19 @@ onrt_status parse_config(const EnvLookup& env, uint64_t host_memory_bytes, Confi
     }
     cfg.watchdog_seconds = v;
   }
+  if (const char* c = env("OPENNEURON_CONTENTION"); c != nullptr && !trim(c).empty()) {
+    const std::string v = trim(c);
+    if (v == "auto") {
+      cfg.contention = ContentionMode::kAuto;
+    } else if (v == "on" || v == "1") {
+      cfg.contention = ContentionMode::kOn;
+    } else if (v == "off" || v == "0") {
+      cfg.contention = ContentionMode::kOff;
+    } else {
+      *error = strprintf("OPENNEURON_CONTENTION='%s' is invalid: expected auto, on or off", c);
+      return ONRT_ERROR_INVALID_CONFIG;
+    }
+  }
   *out = std::move(cfg);
   return ONRT_OK;
 }

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "contention.h"
 #include "openneuron/runtime.h"
 
 namespace openneuron::runtime {
@@ -27,6 +28,7 @@ struct Config {
   uint64_t hbm_bytes_per_core = 0;
   bool launch_blocking = false;
   double watchdog_seconds = 300;  // a waited-for stream idle this long is reported; 0 = off
+  ContentionMode contention = ContentionMode::kAuto;
 };
 
 // Returns the variable's value or nullptr when unset.

@@ -8,6 +8,7 @@
 #include <exception>
 #include <new>
 
+#include "contention.h"
 #include "counters.h"
 #include "status.h"
 
@@ -70,6 +71,7 @@ bool Program::run(const onrt_arg* args, std::string* error, const ActivitySite* 
   std::vector<onrt_arg> heap;
   char err[512];
   int64_t executed = 0;
+  const int64_t started = monotonic_ns();
   for (const Instruction& ins : instructions_) {
     const onrt_arg* iargs = args;
     if (!ins.identity_slots) {
@@ -109,6 +111,7 @@ bool Program::run(const onrt_arg* args, std::string* error, const ActivitySite* 
     ++executed;
   }
   bump(counters().instructions_executed, executed);
+  last_run_ns_.store(std::max<int64_t>(monotonic_ns() - started, 1), std::memory_order_relaxed);
   return true;
 }
 

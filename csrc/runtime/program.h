@@ -54,6 +54,9 @@ class Program {
   // "<program>/<instruction>: <kernel message>".
   // With `site`, each instruction is recorded as a traced kernel activity.
   bool run(const onrt_arg* args, std::string* error, const ActivitySite* site = nullptr) const;
+  // How long the last run took (0: never run): a short program may run on its
+  // caller when the host is contended (contention.h).
+  int64_t last_run_ns() const { return last_run_ns_.load(std::memory_order_relaxed); }
 
  private:
   uint32_t magic_ = kMagic;
@@ -62,6 +65,7 @@ class Program {
   int32_t min_args_ = 0;
   std::atomic<int> refs_{1};
   std::atomic<bool> launched_{false};
+  mutable std::atomic<int64_t> last_run_ns_{0};
 };
 
 inline Program* to_program(onrt_program_t p) { return reinterpret_cast<Program*>(p); }

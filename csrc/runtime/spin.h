@@ -1,9 +1,12 @@
 // Brief polling before a thread sleeps on a condition variable: work that
-// arrives within the budget skips a futex wake-up (tens of microseconds).
+// arrives within the budget skips a futex wake-up (tens of microseconds). On a
+// contended host there is no polling: the core goes to a thread with work.
 #pragma once
 
 #include <chrono>
 #include <thread>
+
+#include "contention.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -19,6 +22,7 @@ namespace openneuron::runtime {
 // Polls `done` until it holds or `budget` has passed; returns its last value.
 template <typename Done>
 bool spin_until(Done done, std::chrono::microseconds budget) {
+  if (host_contended()) return done();
   auto deadline = std::chrono::steady_clock::now() + budget;
   for (;;) {
     for (int i = 0; i < 64; ++i) {

@@ -8,6 +8,7 @@
 #include <mutex>
 
 #include "allocator.h"
+#include "contention.h"
 #include "log.h"
 #include "status.h"
 #include "stream.h"
@@ -68,6 +69,7 @@ onrt_status ensure_runtime_slow() {
   }
   g_launch_blocking.store(rt->config.launch_blocking, std::memory_order_relaxed);
   set_watchdog_seconds(rt->config.watchdog_seconds);
+  set_contention_mode(rt->config.contention);
   install_fork_handler();
   g_runtime = rt.release();
   g_init_state.store(InitState::kReady, std::memory_order_release);

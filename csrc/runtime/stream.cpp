@@ -8,6 +8,7 @@
 #include <chrono>
 #include <optional>
 
+#include "contention.h"
 #include "counters.h"
 #include "log.h"
 #include "program.h"
@@ -88,6 +89,10 @@ onrt_status Stream::submit(WorkItem&& item, bool blocking) {
                    item.call_id);
   }
   if (!blocking) {
+    if (item.kind == WorkKind::kProgram && launch_on_caller(item.launch.program->last_run_ns())) {
+      std::unique_lock<std::mutex> lock(mu_);
+      if (queue_.empty() && !busy_) return run_here_locked(std::move(item), lock, false);
+    }
     push(std::move(item));
     return ONRT_OK;
   }
@@ -113,6 +118,11 @@ onrt_status Stream::submit(WorkItem&& item, bool blocking) {
       return take_error_locked(lock);
     }
   }
+  return run_here_locked(std::move(item), lock, true);
+}
+
+onrt_status Stream::run_here_locked(WorkItem&& item, std::unique_lock<std::mutex>& lock,
+                                    bool blocking) {
   if (tracing_records()) item.correlation = current_correlation();
   // Idle: run here. Claiming busy_ and a sequence number keeps stream order
   // and event semantics exactly as if the worker had run it.
@@ -125,13 +135,18 @@ onrt_status Stream::submit(WorkItem&& item, bool blocking) {
 
   std::string error;
   bool ok = execute_item(*this, item, skip, &error);
+  item = WorkItem();  // drop argument storage outside the lock
 
   lock.lock();
   busy_ = false;
   complete_locked(seq);
   if (!queue_.empty() && worker_sleeping_) work_cv_.notify_one();
-  if (skip) return take_error_locked(lock);
-  if (!ok) return fail(ONRT_ERROR_EXECUTION_FAILED, std::move(error));
+  if (blocking) {
+    if (skip) return take_error_locked(lock);
+    if (!ok) return fail(ONRT_ERROR_EXECUTION_FAILED, std::move(error));
+  } else if (!ok) {
+    record_error_locked(std::move(error));  // as if the worker had run it
+  }
   return ONRT_OK;
 }
 
@@ -234,6 +249,15 @@ onrt_status Stream::take_error_locked(std::unique_lock<std::mutex>& lock) {
   return fail(ONRT_ERROR_EXECUTION_FAILED, std::move(message));
 }
 
+void Stream::record_error_locked(std::string error) {
+  // Raised at the next synchronization; logged when it happened.
+  logf(ONRT_LOG_DEBUG, "neuron:%d stream %lld failed: %s", device_, static_cast<long long>(id_),
+       error.c_str());
+  if (has_error_.load(std::memory_order_relaxed)) return;
+  error_ = std::move(error);
+  has_error_.store(true, std::memory_order_relaxed);
+}
+
 void Stream::destroy() {
   if (destroyed_.exchange(true)) return;
   wait_until(enqueued());
@@ -289,16 +313,10 @@ void Stream::worker_main() {
     const uint64_t seq = item.seq;
     item = WorkItem();  // drop argument storage outside the lock
 
-    if (!ok) {  // raised at the next synchronization; logged when it happened
-      logf(ONRT_LOG_DEBUG, "neuron:%d stream %lld failed: %s", device_,
-           static_cast<long long>(id_), error.c_str());
-    }
+    note_worker_progress();
     lock.lock();
     busy_ = false;
-    if (!ok && !has_error_.load(std::memory_order_relaxed)) {
-      error_ = std::move(error);
-      has_error_.store(true, std::memory_order_relaxed);
-    }
+    if (!ok) record_error_locked(std::move(error));
     complete_locked(seq);
   }
 }

@@ -32,6 +32,8 @@ class Stream {
   // push(), or with `blocking` run the item to completion before returning:
   // inline when the stream is idle, else queued and waited for. A blocking
   // submit reports failures (its own or earlier ones) as EXECUTION_FAILED.
+  // A short launch onto an idle stream of a contended host also runs inline,
+  // its failure reported at the next synchronization (contention.h).
   onrt_status submit(WorkItem&& item, bool blocking);
 
   // Items are numbered 1, 2, ...: an event is "position `enqueued()`" and is
@@ -57,6 +59,11 @@ class Stream {
   void worker_main();
   void spin_for_work();
   onrt_status take_error_locked(std::unique_lock<std::mutex>& lock);
+  // Runs `item` on the calling thread (the stream is idle, mu_ held). Blocking:
+  // returns its failure, or an earlier pending one; otherwise a failure is kept
+  // for the next synchronization, as the worker does.
+  onrt_status run_here_locked(WorkItem&& item, std::unique_lock<std::mutex>& lock, bool blocking);
+  void record_error_locked(std::string error);
   void complete_locked(uint64_t seq);  // publishes seq, wakes the waiters it satisfies
   std::string describe_running_locked() const;  // for the watchdog's message
 

@@ -171,6 +171,26 @@ TEST(ConfigTest, LaunchBlockingAcceptsBothNames) {
   }
 }
 
+TEST(ConfigTest, ContentionMode) {
+  Config cfg;
+  std::string err;
+  ASSERT_EQ(parse(Env{}, &cfg, &err), ONRT_OK) << err;
+  EXPECT_EQ(cfg.contention, ContentionMode::kAuto);
+  const std::pair<const char*, ContentionMode> modes[] = {{"auto", ContentionMode::kAuto},
+                                                          {" on ", ContentionMode::kOn},
+                                                          {"1", ContentionMode::kOn},
+                                                          {"off", ContentionMode::kOff},
+                                                          {"0", ContentionMode::kOff}};
+  for (const auto& [text, mode] : modes) {
+    ASSERT_EQ(parse(Env{{{"OPENNEURON_CONTENTION", text}}}, &cfg, &err), ONRT_OK) << text;
+    EXPECT_EQ(cfg.contention, mode) << text;
+  }
+  for (const char* bad : {"yes", "2", "auto,on"}) {
+    EXPECT_EQ(parse(Env{{{"OPENNEURON_CONTENTION", bad}}}, &cfg, &err), ONRT_ERROR_INVALID_CONFIG);
+    EXPECT_NE(err.find("OPENNEURON_CONTENTION='"), std::string::npos) << err;
+  }
+}
+
 TEST(ConfigTest, HostMemoryIsKnown) { EXPECT_GT(host_physical_memory(), 0u); }
 
 TEST(ConfigTest, WatchdogSeconds) {

@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "../cpp/compiler/tensor_types.h"
 #include "openneuron/compiler/graph_io.h"
 
 namespace {
@@ -16,32 +17,17 @@ namespace {
 using namespace openneuron::compiler;
 using openneuron::DType;
 using openneuron::TensorType;
-
-TensorType type(DType dt, std::vector<int64_t> sizes, std::vector<int64_t> strides = {}) {
-  if (strides.empty()) {
-    strides.assign(sizes.size(), 1);
-    for (int d = static_cast<int>(sizes.size()) - 2; d >= 0; --d)
-      strides[d] = strides[d + 1] * sizes[d + 1];
-  }
-  TensorType t;
-  t.dtype = dt;
-  t.ndim = static_cast<int32_t>(sizes.size());
-  for (size_t d = 0; d < sizes.size(); ++d) {
-    t.sizes[d] = sizes[d];
-    t.strides[d] = strides[d];
-  }
-  return t;
-}
+using ontest::make_type;
 
 // A recording's shape: byte buffers as inputs and outputs, typed views into them.
 Graph recorded() {
   Graph g;
-  const auto bytes = type(DType::UInt8, {64});
+  const auto bytes = make_type(DType::UInt8, {64});
   const ValueId in = g.add_input(ValueType::of(bytes));
   const ValueId scale = g.add_input(ValueType::scalar_float());
   const ValueId out = g.add_value(ValueType::of(bytes));
   g.mark_output(out);
-  const auto f = type(DType::Float32, {2, 4}, {1, 2});
+  const auto f = make_type(DType::Float32, {2, 4}, {1, 2});
   const ValueId a = g.add_view(in, f, 0), b = g.add_view(in, f, 32), c = g.add_view(out, f, 16);
   g.add_node(Op::Mul, {a, scale}, {c});
   g.add_node(Op::Softmax, {c}, {b}, {1});
@@ -49,29 +35,29 @@ Graph recorded() {
 }
 
 Graph add() {
-  const auto t = ValueType::of(type(DType::Float32, {2, 3}));
+  const auto t = ValueType::of(make_type(DType::Float32, {2, 3}));
   return Graph::single_op(Op::Add, {t, t, ValueType::scalar_float(), t}, 3);
 }
 
 Graph mm() {
   return Graph::single_op(
       Op::Mm,
-      {ValueType::of(type(DType::Float32, {2, 3})), ValueType::of(type(DType::Float32, {3, 4})),
-       ValueType::of(type(DType::Float32, {2, 4}))},
+      {ValueType::of(make_type(DType::Float32, {2, 3})), ValueType::of(make_type(DType::Float32, {3, 4})),
+       ValueType::of(make_type(DType::Float32, {2, 4}))},
       2);
 }
 
 Graph sum() {
   return Graph::single_op(
       Op::Sum,
-      {ValueType::of(type(DType::BFloat16, {4, 3})), ValueType::of(type(DType::Float32, {1, 3}))},
+      {ValueType::of(make_type(DType::BFloat16, {4, 3})), ValueType::of(make_type(DType::Float32, {1, 3}))},
       1, {1});
 }
 
 // exp(x) * y + x, a run the fusion pass fuses; the intermediate goes to scratch.
 Graph chain() {
   Graph g;
-  const auto t = ValueType::of(type(DType::Float16, {3, 5}));
+  const auto t = ValueType::of(make_type(DType::Float16, {3, 5}));
   const ValueId x = g.add_input(t), y = g.add_input(t),
                 one = g.add_input(ValueType::scalar_float());
   const ValueId e = g.add_value(t), m = g.add_value(t), out = g.add_value(t);
@@ -84,8 +70,8 @@ Graph chain() {
 
 Graph copy_broadcast() {
   return Graph::single_op(Op::Copy,
-                          {ValueType::of(type(DType::Int32, {4, 3}, {0, 1})),
-                           ValueType::of(type(DType::Float32, {4, 3}))},
+                          {ValueType::of(make_type(DType::Int32, {4, 3}, {0, 1})),
+                           ValueType::of(make_type(DType::Float32, {4, 3}))},
                           1);
 }
 

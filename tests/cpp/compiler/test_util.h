@@ -16,35 +16,13 @@
 #include "openneuron/compiler/graph.h"
 #include "openneuron/kernels/half.h"
 #include "openneuron/kernels/kernels.h"
+#include "tensor_types.h"
 
 namespace ontest {
 
 using namespace openneuron;
 using namespace openneuron::compiler;
 namespace k = openneuron::kernels;
-
-inline std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& sizes) {
-  std::vector<int64_t> st(sizes.size());
-  int64_t s = 1;
-  for (int d = static_cast<int>(sizes.size()) - 1; d >= 0; --d) {
-    st[d] = s;
-    s *= std::max<int64_t>(sizes[d], 1);
-  }
-  return st;
-}
-
-inline TensorType make_type(DType dt, const std::vector<int64_t>& sizes,
-                            std::vector<int64_t> strides = {}) {
-  if (strides.empty()) strides = contiguous_strides(sizes);
-  TensorType t;
-  t.dtype = dt;
-  t.ndim = static_cast<int32_t>(sizes.size());
-  for (size_t d = 0; d < sizes.size(); ++d) {
-    t.sizes[d] = sizes[d];
-    t.strides[d] = strides[d];
-  }
-  return t;
-}
 
 // Rounds like storing into dtype `dt` (for expected values).
 inline double round_to(DType dt, double v) {

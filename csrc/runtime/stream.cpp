@@ -136,6 +136,7 @@ onrt_status Stream::run_here_locked(WorkItem&& item, std::unique_lock<std::mutex
   std::string error;
   bool ok = execute_item(*this, item, skip, &error);
   item = WorkItem();  // drop argument storage outside the lock
+  if (!ok && !blocking) log_failure(error);
 
   lock.lock();
   busy_ = false;
@@ -249,10 +250,14 @@ onrt_status Stream::take_error_locked(std::unique_lock<std::mutex>& lock) {
   return fail(ONRT_ERROR_EXECUTION_FAILED, std::move(message));
 }
 
-void Stream::record_error_locked(std::string error) {
-  // Raised at the next synchronization; logged when it happened.
+void Stream::log_failure(const std::string& error) const {
+  // Outside mu_: the log sink may call into the embedding (Python logging).
   logf(ONRT_LOG_DEBUG, "neuron:%d stream %lld failed: %s", device_, static_cast<long long>(id_),
        error.c_str());
+}
+
+void Stream::record_error_locked(std::string error) {
+  // Raised at the next synchronization.
   if (has_error_.load(std::memory_order_relaxed)) return;
   error_ = std::move(error);
   has_error_.store(true, std::memory_order_relaxed);
@@ -313,6 +318,7 @@ void Stream::worker_main() {
     const uint64_t seq = item.seq;
     item = WorkItem();  // drop argument storage outside the lock
 
+    if (!ok) log_failure(error);
     note_worker_progress();
     lock.lock();
     busy_ = false;

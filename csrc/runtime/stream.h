@@ -64,6 +64,7 @@ class Stream {
   // for the next synchronization, as the worker does.
   onrt_status run_here_locked(WorkItem&& item, std::unique_lock<std::mutex>& lock, bool blocking);
   void record_error_locked(std::string error);
+  void log_failure(const std::string& error) const;
   void complete_locked(uint64_t seq);  // publishes seq, wakes the waiters it satisfies
   std::string describe_running_locked() const;  // for the watchdog's message
 

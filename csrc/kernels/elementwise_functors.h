@@ -167,10 +167,11 @@ template <class C> struct PowF {
   ON_INLINE C operator()(C a, C b) const {
     if constexpr (std::is_floating_point_v<C>) {
       // The CPU's pow by a scalar takes these shortcuts (its pow_tensor_scalar kernel);
-      // taking them too gives its results bit for bit, not one rounding apart.
+      // taking them too gives its results bit for bit, not one rounding apart. They agree
+      // with C's pow on every special value, so a tensor exponent (pow on the CPU) may
+      // take them too; its sqrt and rsqrt shortcuts do not ((-inf) ** 0.5 is inf, sqrt(-inf)
+      // NaN): the bridge launches Sqrt or Rsqrt for a scalar exponent of 0.5 or -0.5.
       if (b == C(2)) return a * a;
-      if (b == C(0.5)) return std::sqrt(a);
-      if (b == C(-0.5)) return C(1) / std::sqrt(a);
       if (b == C(-1)) return C(1) / a;
       if (b == C(3)) return a * a * a;
       if (b == C(-2)) return C(1) / (a * a);

@@ -2,6 +2,7 @@
 // error messages.
 #pragma once
 
+#include <ATen/TensorMeta.h>
 #include <ATen/core/Tensor.h>
 
 #include <initializer_list>
@@ -22,5 +23,20 @@ void check_out_device(const at::Tensor& out, c10::Device device, const char* met
 
 // A result of type `from` must be castable to out's dtype.
 void check_cast(c10::ScalarType from, const at::Tensor& out);
+
+// A structured ATen kernel's meta function run for its argument checks alone (PyTorch's
+// own checks, in its order, with its messages): the output it describes is discarded.
+// MetaChecks<at::meta::structured_linalg_vector_norm>().meta(self, ord, dim, keepdim, dtype);
+// For meta functions that derive from MetaBase directly (not TensorIteratorBase).
+template <class Meta>
+struct MetaChecks final : Meta {
+  const at::Tensor& maybe_get_output(int64_t) override {
+    static const at::Tensor undefined;
+    return undefined;
+  }
+  void set_output_strided(int64_t, at::IntArrayRef, at::IntArrayRef, at::TensorOptions) override {}
+  void set_output_raw_strided(int64_t, at::IntArrayRef, at::IntArrayRef,
+                              at::TensorOptions) override {}
+};
 
 }  // namespace openneuron::bridge

@@ -4,6 +4,7 @@
 #include <ATen/Dispatch_v2.h>
 #include <ATen/EmptyTensor.h>
 #include <ATen/detail/PrivateUse1HooksInterface.h>
+#include <ATen/native/RangeUtils.h>
 #include <ATen/native/TypeProperties.h>
 #include <ATen/ops/_reshape_alias_native.h>
 #include <ATen/ops/as_strided_cpu_dispatch.h>
@@ -286,28 +287,15 @@ at::Tensor& zero_(at::Tensor& self) { return fill_scalar(self, 0); }
 
 at::Tensor& arange_out(const at::Scalar& start, const at::Scalar& end, const at::Scalar& step,
                        at::Tensor& out) {
-  // Size computation and checks follow ATen's arange exactly.
-  const double xstart = start.toDouble(), xend = end.toDouble(), xstep = step.toDouble();
-  TORCH_CHECK(xstep > 0 || xstep < 0, "step must be nonzero");
-  TORCH_CHECK(std::isfinite(xstart) && std::isfinite(xend), "unsupported range: ", xstart, " -> ",
-              xend);
-  TORCH_CHECK(((xstep > 0) && (xend >= xstart)) || ((xstep < 0) && (xend <= xstart)),
-              "upper bound and larger bound inconsistent with step sign");
-  // Like ATen, integral results take the bounds in the integer type first
-  // (arange(0, 2.5, 1.2, dtype=int64) is arange(0, 2, 1)), but only int64 also
-  // counts its length that way: the narrower integer types count it from the
-  // real bounds (arange(0, 3.1, dtype=int16) has 4 elements).
+  // ATen's own checks and size: only int64 counts its length from the bounds converted to
+  // the integer type (arange(0, 2.5, 1.2, dtype=int64) is arange(0, 2, 1)); the other
+  // types count it from the real bounds (arange(0, 3.1, dtype=int16) has 4 elements).
+  const int64_t size = out.scalar_type() == c10::kLong
+                           ? at::native::compute_arange_size<int64_t>(start, end, step)
+                           : at::native::compute_arange_size<double>(start, end, step);
+  // Integer results take start and step in the integer type (a step of 0.5 repeats start).
   const bool integral = c10::isIntegralType(out.scalar_type(), true);
-  int64_t size;
-  if (integral && out.scalar_type() == c10::kLong) {
-    const int64_t s = start.toLong(), e = end.toLong(), st = step.toLong();
-    TORCH_CHECK(st != 0, "step must be nonzero");
-    size = static_cast<int64_t>(std::ceil(static_cast<double>(e - s) / static_cast<double>(st)));
-    size = std::max<int64_t>(size, 0);
-  } else {
-    TORCH_CHECK(!integral || step.toLong() != 0, "step must be nonzero");
-    size = static_cast<int64_t>(std::ceil((xend - xstart) / xstep));
-  }
+  const double xstart = start.toDouble(), xstep = step.toDouble();
   if (out.numel() != size) at::native::resize_output(out, {size});
   if (size == 0) return out;
   at::Tensor target =

@@ -350,6 +350,26 @@ at::Tensor where_self(const at::Tensor& cond, const at::Tensor& a, const at::Ten
   return out;
 }
 
+// The checks of the CPU's addcmul/addcdiv meta functions, in their order (`out`
+// undefined: a new result).
+template <Op kOp>
+void check_addc(const at::Tensor& self, const at::Tensor& t1, const at::Tensor& t2,
+                const at::Tensor& out) {
+  if constexpr (kOp == Op::Addcdiv) {
+    TORCH_CHECK(!(c10::isIntegralType(t1.scalar_type(), true) &&
+                  c10::isIntegralType(t2.scalar_type(), true)),
+                "Integer division with addcdiv is no longer supported, and in a future  ",
+                "release addcdiv will perform a true division of tensor1 and tensor2. ",
+                "The historic addcdiv behavior can be implemented as ",
+                "(input + value * torch.trunc(tensor1 / tensor2)).to(input.dtype) ",
+                "for integer inputs and as ",
+                "(input + value * tensor1 / tensor2) for float inputs. ",
+                "The future addcdiv behavior is just the latter implementation: ",
+                "(input + value * tensor1 / tensor2), for all dtypes.");
+  }
+  if (out.defined()) check_cast(at::native::result_type({self, t1, t2}), out);
+}
+
 template <Op kOp>
 void addc_into(const at::Tensor& self, const at::Tensor& t1, const at::Tensor& t2,
                const at::Scalar& value, const at::Tensor& out) {
@@ -368,6 +388,7 @@ template <Op kOp>
 at::Tensor addc(const at::Tensor& self, const at::Tensor& t1, const at::Tensor& t2,
                 const at::Scalar& value) {
   const c10::Device device = common_device(op_name(kOp), {&self, &t1, &t2});
+  check_addc<kOp>(self, t1, t2, at::Tensor());
   const auto compute = at::native::result_type({self, t1, t2});
   const auto shape = at::infer_size_dimvector(self.sizes(), broadcast_shape(t1, t2));
   at::Tensor out = empty_elementwise(shape, compute, device, {&self, &t1, &t2});
@@ -378,6 +399,7 @@ template <Op kOp>
 at::Tensor& addc_(at::Tensor& self, const at::Tensor& t1, const at::Tensor& t2,
                   const at::Scalar& value) {
   common_device(op_name(kOp), {&self, &t1, &t2});
+  check_addc<kOp>(self, t1, t2, self);
   addc_into<kOp>(self, t1, t2, value, self);
   return self;
 }
@@ -385,6 +407,7 @@ template <Op kOp>
 at::Tensor& addc_out(const at::Tensor& self, const at::Tensor& t1, const at::Tensor& t2,
                      const at::Scalar& value, at::Tensor& out) {
   common_device(op_name(kOp), {&self, &t1, &t2});
+  check_addc<kOp>(self, t1, t2, out);
   at::native::resize_output(out, at::infer_size_dimvector(self.sizes(), broadcast_shape(t1, t2)));
   addc_into<kOp>(self, t1, t2, value, out);
   return out;
@@ -400,13 +423,25 @@ void lerp_into(const at::Tensor& self, const at::Tensor& end, const at::Tensor& 
           elementwise_operand(weight, compute, shape)},
          {tensor_operand(out)});
 }
+
+// The dtype checks of the CPU's lerp meta functions: end in self's dtype, and so a
+// weight tensor unless it is 0-dim (then promoted).
+void check_lerp_end(const at::Tensor& self, const at::Tensor& end) {
+  TORCH_CHECK(self.dtype() == end.dtype(), "expected dtype ", self.dtype(),
+              " for `end` but got dtype ", end.dtype());
+}
+
 at::Tensor& lerp_scalar_(at::Tensor& self, const at::Tensor& end, const at::Scalar& weight) {
   common_device("lerp_", {&self, &end});
+  check_lerp_end(self, end);
   lerp_into(self, end, wrapped_scalar(weight), self);
   return self;
 }
 at::Tensor& lerp_tensor_(at::Tensor& self, const at::Tensor& end, const at::Tensor& weight) {
   common_device("lerp_", {&self, &end, &weight});
+  check_lerp_end(self, end);
+  TORCH_CHECK(weight.dim() == 0 || self.dtype() == weight.dtype(), "expected dtype ", self.dtype(),
+              " for `weight` but got dtype ", weight.dtype());
   lerp_into(self, end, weight, self);
   return self;
 }
@@ -590,12 +625,17 @@ Tensor& pow_ts_out(const Tensor& self, const at::Scalar& exp, Tensor& out) {
   at::native::resize_output(out, self.sizes());
   if (out.numel() == 0) return out;
   Tensor x = to_dtype_on_device(self, compute);
-  // The Pow engine takes the CPU's shortcuts for 2, 3, 0.5, -0.5, -1 and -2 itself.
+  // The CPU's pow by a scalar is its sqrt or rsqrt for 0.5 and -0.5 (not for float16),
+  // which differ from pow for -inf and -0.0. The Pow engine takes its shortcuts for 2, 3,
+  // -1 and -2 itself.
+  const bool root = compute != c10::kHalf && (e == 0.5 || e == -0.5);
   write_result(
       out, compute,
       [&](const Tensor& t) {
         if (e == 1.0) {
           copy_on_device(t, x);
+        } else if (root) {
+          launch(e > 0 ? Op::Sqrt : Op::Rsqrt, {tensor_operand(x)}, {tensor_operand(t)});
         } else {
           launch(Op::Pow, {tensor_operand(x), scalar_operand(exp, compute)}, {tensor_operand(t)});
         }

@@ -1,7 +1,9 @@
 // Reductions: sum, mean, prod, amax/amin, max/min of a whole tensor, all/any,
 // var/std (and var_mean/std_mean) and vector norms. Each launches the reduce family's
 // compiler ops (lower_reduce.cpp) over a bit mask of reduced dims.
+#include <ATen/native/ReduceOpsUtils.h>
 #include <ATen/native/TypeProperties.h>
+#include <ATen/ops/linalg_vector_norm_meta.h>
 
 #include <limits>
 
@@ -107,6 +109,9 @@ at::Tensor& mean_out(const at::Tensor& self, at::OptionalIntArrayRef dims, bool 
 
 template <Op kOp>
 at::Tensor amax_amin(const at::Tensor& self, at::IntArrayRef dims, bool keepdim) {
+  // The CPU's check (its meta function): an empty tensor needs dims, none of them empty.
+  if (self.numel() == 0)
+    at::native::zero_numel_check_dims(self, dims, kOp == Op::Amax ? "amax()" : "amin()");
   const ReducePlan plan = plan_reduce(self, dims, keepdim);
   at::Tensor out = empty_device(plan.out_shape, self.scalar_type(), self.device());
   reduce_into(kOp, self, plan, out, std::nullopt);
@@ -262,9 +267,9 @@ std::tuple<Tensor, Tensor> var_mean_fn(const Tensor& self, at::OptionalIntArrayR
 Tensor& vector_norm_out(const Tensor& self, const at::Scalar& ord_s, at::OptionalIntArrayRef dims,
                         bool keepdim, std::optional<c10::ScalarType> dtype, Tensor& out) {
   check_out_device(out, self.device(), "linalg.vector_norm");
-  TORCH_CHECK(at::isFloatingType(self.scalar_type()) || self.is_complex(),
-              "linalg.vector_norm: Expected a floating point or complex tensor as input. Got ",
-              self.scalar_type());
+  // PyTorch's checks: the input and dtype, and (an empty input) that an inf or negative
+  // norm, which has no identity, reduces no empty dim.
+  MetaChecks<at::meta::structured_linalg_vector_norm>().meta(self, ord_s, dims, keepdim, dtype);
   if (self.is_complex()) {
     route_to_cpu("aten::linalg_vector_norm", "out", self, ord_s, dims, keepdim, dtype, out);
     return out;
@@ -274,14 +279,8 @@ Tensor& vector_norm_out(const Tensor& self, const at::Scalar& ord_s, at::Optiona
   const c10::ScalarType acc = at::isReducedFloatingType(rdt) ? c10::kFloat : rdt;
   const ReducePlan plan = plan_reduce(self, dims, keepdim);
   if (self.numel() == 0) {
-    TORCH_CHECK(ord >= 0, "linalg.vector_norm cannot compute the ", ord,
-                " norm on an empty tensor "
-                "because the operation does not have an identity");
-    TORCH_CHECK(!std::isinf(ord), "linalg.vector_norm cannot compute the ", ord,
-                " norm on an empty tensor "
-                "because the operation does not have an identity");
     at::native::resize_output(out, plan.out_shape);
-    fill_scalar_device(out, 0);
+    fill_scalar_device(out, 0);  // empty sums (the checks left inf norms an empty result)
     return out;
   }
   Tensor x = to_dtype_on_device(self, acc);

@@ -1845,21 +1845,11 @@ KNOWN_BUGS = {
         ("*",), RETURNS, "an op with a zero-size operand returns without PyTorch's argument checks: the CPU "
         "raises (scatter/index_add/index_put_/index_select with out-of-range indices into a size-0 dim, copy_ "
         "or out= with a shape that does not broadcast, cat(out=) overlapping an input, addmm with a bias that "
-        "does not expand, neg/sub/relu of bool, addcdiv of ints), neuron returns", empty=True),
-    "addcmul_-cast": Difference(("addcmul_",), r"can't be cast to the desired output type.*neuron returns",
-                                "int64 addcmul_ with a float tensor: the CPU raises \"result type Float can't be "
-                                "cast to the desired output type Long\", neuron returns a result"),
-    "lerp_-dtype": Difference(("lerp_",), r"expected dtype .* for `end` but got dtype",
-                              "lerp_ with end of another dtype: the CPU raises 'expected dtype float for `end` "
-                              "but got dtype long int', neuron returns a result"),
+        "does not expand, neg/sub/relu of bool), neuron returns", empty=True),
     "index-error-type": Difference(
         ("index_select", "index", "nll_loss", "cross_entropy", "take", "embedding"),
         r"neuron raises RuntimeError: .*; the CPU IndexError",
         "an out-of-range index: the CPU raises IndexError, neuron RuntimeError (index_select, x[idx], nll_loss)"),
-    "amax-empty-error-type": Difference(
-        ("amax", "amin"), r"neuron raises IndexError: Am(ax|in)\(\): cannot reduce over an empty dimension.*the CPU",
-        "amax/amin of a zero-size tensor without dim: the CPU raises RuntimeError ('Expected reduction dim to "
-        "be specified'), neuron IndexError"),
     "out-broadcast": Difference(("out=",), r"output with shape .* doesn't match the broadcast shape.*neuron returns",
                                 "torch.mul(x, y, out=x) where x must grow to the broadcast shape: the CPU raises "
                                 "'output with shape [1, 3] doesn't match the broadcast shape [2, 3]', neuron "
@@ -1881,9 +1871,6 @@ KNOWN_BUGS = {
     "sdpa-sgemm": Difference(("sdpa",), r"oneDNN sgemm failed",
                              "scaled_dot_product_attention with one key whose size-1 dims have stride 1 (a "
                              "permuted k): neuron raises 'attention: oneDNN sgemm failed', the CPU returns"),
-    "vector-norm-inf-empty": Difference(("norm",), r"cannot compute the inf norm on an empty tensor.*the CPU returns",
-                                        "vector_norm(ord=inf, dim=1) of a (0, 4) tensor (a non-empty reduced dim, "
-                                        "an empty result): neuron raises, the CPU returns an empty tensor"),
     "out-overlap": Difference(("out=",), r"unsupported operation: some elements .*neuron returns",
                               "an elementwise op whose out= is a view of its input (torch.mul(x, 2, "
                               "out=x.unsqueeze(1))): the CPU raises 'unsupported operation: some elements of "
@@ -1894,19 +1881,6 @@ KNOWN_BUGS = {
         "x.addcmul_(x[0], x[0]) or x.lerp_(x.squeeze(0), 0.5) (x of shape (1, 3)): the CPU raises 'unsupported "
         "operation: some elements of the input tensor and the written-to tensor refer to a single memory "
         "location', neuron returns (add_ and mul_ raise)"),
-    "addcdiv-int": Difference(("addcdiv",), r"Integer division with addcdiv is no longer supported.*neuron returns",
-                              "addcdiv(float self, int tensor1, int tensor2): the CPU raises 'Integer division "
-                              "with addcdiv is no longer supported', neuron returns self + t1 // t2 (it checks "
-                              "self's dtype only)"),
-    "pow-negative-specials": Difference(
-        ("**", "pow_"), r"neuron (nan|-inf), CPU",
-        "pow with a tensor exponent of -0.5 (as rsqrt) and base -inf or -0.0: the CPU follows C's pow, "
-        "neuron not: (-inf) ** -0.5 is nan on neuron, 0 on the CPU; (-0.0) ** -0.5 is -inf on neuron, inf "
-        "on the CPU (the exponent 0.5 in test_edge_values.py)"),
-    "arange-int-step": Difference(("factory",), r"step must be nonzero",
-                                  "arange with an integer dtype and a fractional step that truncates to 0: the "
-                                  "CPU raises ValueError (arange(0, 3, 0.5, dtype=int64)) or returns a constant "
-                                  "(arange(1.5, 5.5, 0.5, dtype=int32): eight 1s), neuron raises RuntimeError"),
     "mm-odd-n-nan-tail": Difference(
         ("matmul", "mm", "bmm", "addmm", "baddbmm", "linear", "out="), r"CPU nan",
         "a matmul with M >= 2 and an odd N >= 3, K = 1 or A column-major, drops the NaN of inf * 0 (or NaN * 0) "

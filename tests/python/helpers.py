@@ -26,6 +26,23 @@ def same(fn, *args, rtol=1e-5, atol=1e-6, exact=False, equal_nan=True):
                                    equal_nan=equal_nan)
 
 
+def same_error(fn, *args):
+    """fn raises on neuron (tensor arguments copied there) what it raises on the CPU: the
+    same exception type with the same message. The CPU runs on clones: fn may write to
+    its inputs."""
+    raised = []
+    for a in ([x.clone() if isinstance(x, torch.Tensor) else x for x in args],
+              [to_neuron(x) for x in args]):
+        try:
+            fn(*a)
+            raised.append(None)
+        except Exception as e:  # noqa: BLE001 - the exception is what is compared
+            raised.append(e)
+    cpu, dev = raised
+    assert cpu is not None, "the CPU returns"
+    assert type(dev) is type(cpu) and str(dev) == str(cpu), f"CPU raises {cpu!r}, neuron {dev!r}"
+
+
 def close(got, ref, tol=None, **kw):
     """got (a neuron tensor) has ref's dtype and shape and is close to it: within
     rtol = atol = tol, or assert_close's kw (its defaults without either)."""

@@ -57,6 +57,23 @@ def test_creation_ops(neuron):
     assert torch.ones(5, dtype=torch.int64, device=neuron).sum().item() == 5
 
 
+def test_arange_integer_dtype_fractional_step_like_the_cpu(neuron):
+    # ATen's checks and length: an int64 step that truncates to 0 raises ValueError; the
+    # narrower integer types count the length from the real bounds and repeat start.
+    for dt, args in [(torch.int32, (1.5, 5.5, 0.5)), (torch.int16, (0, 3, 0.5)),
+                     (torch.uint8, (0, 3, 0.5)), (torch.int64, (0, 2.5, 1.2))]:
+        assert torch.equal(torch.arange(*args, dtype=dt, device=neuron).cpu(),
+                           torch.arange(*args, dtype=dt)), (dt, args)
+    for dt, args, error in [(torch.int64, (0, 3, 0.5), ValueError), (torch.int64, (1.5, 5.5, 0.5), ValueError),
+                            (torch.int32, (0, 3, -0.5), RuntimeError), (torch.float32, (0, 1, 0), RuntimeError)]:
+        messages = []
+        for device in ("cpu", neuron):
+            with pytest.raises(error) as raised:
+                torch.arange(*args, dtype=dt, device=device)
+            messages.append(str(raised.value))
+        assert messages[0] == messages[1], (dt, args, messages)
+
+
 def test_item_and_scalars(neuron):
     assert torch.tensor(3.25, device=neuron).item() == 3.25
     assert torch.tensor(True, device=neuron).item() is True

@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 
 import openneuron
-from helpers import same
+from helpers import FLOATS, same, same_error
 
 pytestmark = pytest.mark.usefixtures("no_fallback")
 
@@ -127,6 +127,20 @@ def test_pow_by_scalar_takes_the_cpus_shortcuts(neuron, exponent):
     same(lambda a: a.pow(torch.full_like(a, exponent)), x, rtol=1.3e-6, atol=0)
 
 
+def test_pow_specials_like_the_cpu(neuron):
+    # By a Python number the CPU takes sqrt and rsqrt for 0.5 and -0.5 (not in float16):
+    # (-inf) ** 0.5 is nan, (-0.0) ** -0.5 -inf. By a tensor (0-dim included) it takes C's
+    # pow: inf and inf, and (-inf) ** -0.5 is 0.
+    inf = float("inf")
+    for dt in FLOATS:
+        b = torch.tensor([-inf, -0.0, 0.0, inf, math.nan, 4.0, -4.0], dtype=dt)
+        for e in (0.5, -0.5):
+            same(lambda a: a ** e, b, exact=True)
+            same(lambda a: a ** torch.full_like(a, e), b, exact=True)
+            same(lambda a: a ** torch.tensor(e, dtype=dt), b, exact=True)
+            same(lambda a: torch.pow(-inf, a), torch.full((2,), e, dtype=dt), exact=True)
+
+
 @pytest.mark.parametrize("op,atol", [(torch.exp, 1e-44), (torch._C._nn.gelu, 1.5e-6)])
 def test_vector_path_equals_the_scalar_path_bit_for_bit(neuron, op, atol):
     # Contiguous float32 exp (and softmax) and gelu run an 8- or 16-lane AVX loop;
@@ -196,6 +210,24 @@ def test_half_type_rsqrt_and_pow_minus_half_are_the_cpu_kernels_bit_for_bit(neur
     torch.testing.assert_close(torch.rsqrt(x.to(neuron)).cpu(), torch.rsqrt(x))
     torch.testing.assert_close(torch.pow(x.to(neuron), -0.5).cpu(), torch.pow(x, -0.5))
     assert not any("rsqrt" in op or "pow" in op for op in openneuron.library_stats())
+
+
+def test_ternary_dtype_checks_match_the_cpu(neuron):
+    # addcdiv of integer tensor1 and tensor2 is no longer supported (empty ones too); an
+    # in-place or out= result must hold the result type; lerp's end (and a weight that is
+    # not 0-dim) must have self's dtype.
+    f, i = torch.rand(4, 3) + 0.5, torch.arange(1, 13).view(4, 3)
+    for fn in [lambda a, b: torch.addcdiv(a, b, b), lambda a, b: torch.addcdiv(a[:0], b[:0], b[:0].bool()),
+               lambda a, b: a.addcdiv_(b, b), lambda a, b: torch.addcdiv(a, b, b, out=torch.empty_like(a)),
+               lambda a, b: b.addcmul_(b, a), lambda a, b: b.addcmul_(b, a[0, 0]),
+               lambda a, b: torch.addcmul(b, b, a, out=torch.empty_like(b)),
+               lambda a, b: b.addcdiv_(a, a), lambda a, b: a.lerp_(b, 0.5),
+               lambda a, b: a.lerp_(b.float(), b.half()), lambda a, b: a.lerp_(a.half(), a)]:
+        same_error(fn, f, i)
+    same(lambda a, b: torch.addcdiv(a, b, b.float()), f, i)
+    same(lambda a, b: b.clone().addcmul_(b, b, value=2), f, i, exact=True)
+    same(lambda a: a.clone().lerp_(a * 2, torch.tensor(0.25, dtype=torch.float64)), f)
+    same(lambda a: a.clone().lerp_(a * 2, torch.tensor(0.25, dtype=torch.float16)), f)
 
 
 def test_argument_and_dtype_checks_match_the_cpu(neuron):

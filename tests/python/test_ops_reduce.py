@@ -5,7 +5,7 @@ import pytest
 import torch
 
 import openneuron
-from helpers import same
+from helpers import same, same_error
 
 pytestmark = pytest.mark.usefixtures("no_fallback")
 
@@ -56,6 +56,21 @@ def test_vector_norm(neuron, ord):
     same(lambda a: torch.linalg.vector_norm(a, ord), X3, rtol=1.3e-6, atol=1e-5)
     same(lambda a: torch.linalg.vector_norm(a, ord, dim=1, keepdim=True), X3, rtol=1.3e-6, atol=1e-5)
     same(lambda a: torch.linalg.vector_norm(a, ord, dim=(0, 2)), X3.to(torch.bfloat16), rtol=1.6e-2, atol=1e-2)
+
+
+def test_empty_amax_amin_and_inf_norm_checks_match_the_cpu(neuron):
+    # No identity: an empty tensor needs dims (RuntimeError), none of them empty (IndexError
+    # for amax/amin); reducing non-empty dims gives an empty result.
+    e = torch.empty(0, 4)
+    for fn in [lambda a: a.amax(), lambda a: a.amin(), lambda a: a.amax(0), lambda a: a.amin((1, -2)),
+               lambda a: torch.linalg.vector_norm(a, float("inf")),
+               lambda a: torch.linalg.vector_norm(a, -1, dim=0)]:
+        same_error(fn, e)
+    for fn in [lambda a: a.amax(1), lambda a: a.amin(-1, keepdim=True),
+               lambda a: torch.linalg.vector_norm(a, float("inf"), dim=1),
+               lambda a: torch.linalg.vector_norm(a, -float("inf"), dim=(1,), keepdim=True),
+               lambda a: torch.linalg.vector_norm(a, 0.5)]:
+        same(fn, e, exact=True)
 
 
 def test_vector_norm_backward_and_clip(neuron):

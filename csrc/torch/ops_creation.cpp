@@ -14,6 +14,7 @@
 #include <ATen/ops/view_as_complex_native.h>
 #include <ATen/ops/view_as_real_native.h>
 #include <ATen/ops/view_native.h>
+#include <c10/core/CachingDeviceAllocator.h>
 
 #include "graph_capture.h"
 #include "op_helpers.h"
@@ -391,8 +392,8 @@ void record_stream(Tensor& self, c10::Stream stream) {
               "record_stream: expected a neuron stream, got ", stream);
   TORCH_CHECK(stream.device_index() == self.device().index(), "record_stream: ", stream,
               " is on another core than the tensor (", self.device(), ")");
-  if (void* p = self.storage().data_ptr().get())
-    ONRT_CHECK(onrt_record_stream(p, runtime_stream(stream)));
+  c10::getDeviceAllocator(c10::DeviceType::PrivateUse1)
+      ->recordStream(self.storage().data_ptr(), stream);
 }
 
 }  // namespace

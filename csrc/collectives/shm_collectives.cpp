@@ -48,15 +48,28 @@ size_t slice_capacity(size_t chunk, size_t es, int size) {
 void ShmCommunicatorImpl::reduce_impl(char* data, size_t count, DType dtype, ReduceOp op, int root) {
   const bool all = root < 0;
   const size_t es = dtype_size(dtype);
+  const size_t bytes = count * es;
+  const bool small = bytes <= kSmallAllReduce && bytes <= opt_.chunk_bytes;
+  // In place on the peers' buffers when all are in shareable memory: decided
+  // after the first barrier, from every rank's header, so alike on all ranks.
+  const bool try_in_place = all && !small && peer_memory_;
   begin(all ? CollectiveKind::AllReduce : CollectiveKind::Reduce, static_cast<uint8_t>(dtype),
-        static_cast<uint8_t>(op), root, count * es);
+        static_cast<uint8_t>(op), root, bytes, nullptr, nullptr,
+        try_in_place ? shared_offset_of(data) : CallHeader::kNotShared);
   if (!reducible(dtype, op)) {
     fail(what_ + ": " + reduce_op_name(op) + " is not supported for " + dtype_name(dtype));
   }
   const int n = size_, r = rank_;
   std::vector<const void*> srcs(n);
-  const size_t bytes = count * es;
-  if (bytes <= kSmallAllReduce && bytes <= opt_.chunk_bytes) {
+  if (try_in_place) {
+    sync();
+    std::vector<char*> buffers;
+    if (peer_buffers(data, &buffers)) {
+      all_reduce_in_place(buffers, count, dtype, op);
+      return;
+    }
+  }
+  if (small) {
     copy(stage(r), data, bytes);
     sync();
     // Every rank sums in rank order: bitwise identical results everywhere.
@@ -96,6 +109,30 @@ void ShmCommunicatorImpl::reduce_impl(char* data, size_t count, DType dtype, Red
     next_round();
     off += m;
   } while (off < count);
+}
+
+// Rank r reduces slice r of every rank's buffer and writes the result into
+// slice r of all of them: each rank reads and writes the message once, and
+// nothing is staged. The second barrier keeps every buffer in use until all
+// slices are written.
+void ShmCommunicatorImpl::all_reduce_in_place(const std::vector<char*>& buffers, size_t count,
+                                              DType dtype, ReduceOp op) {
+  const int n = size_, r = rank_;
+  const size_t es = dtype_size(dtype);
+  const size_t slice = ((count + n - 1) / n + 15) / 16 * 16;
+  const size_t lo = std::min(count, static_cast<size_t>(r) * slice);
+  const size_t len = std::min(count, lo + slice) - lo;
+  std::vector<const void*> srcs(n);
+  for (int j = 0; j < n; ++j) srcs[j] = buffers[j] + lo * es;
+  char* mine = buffers[r] + lo * es;
+  // The kernel writes a second output as it goes; the other peers get a copy.
+  char* next = buffers[(r + 1) % n] + lo * es;
+  kernels::reduce_buffers(dtype, buffer_op(op), mine, srcs.data(), n, len, next);
+  for (int j = 0; j < n; ++j) {
+    if (j != r && j != (r + 1) % n) copy(buffers[j] + lo * es, mine, len * es);
+  }
+  sync();
+  in_place_calls_.fetch_add(1, std::memory_order_relaxed);
 }
 
 void ShmCommunicatorImpl::all_reduce(void* data, size_t count, DType dtype, ReduceOp op) {

@@ -116,6 +116,7 @@ ShmCommunicatorImpl::ShmCommunicatorImpl(const ShmOptions& options)
 }
 
 ShmCommunicatorImpl::~ShmCommunicatorImpl() {
+  unmap_peer_memory();
   if (linked_) shm_unlink(own_name_.c_str());
   for (Peer& p : peers_) unmap(p.map);
 }
@@ -159,6 +160,7 @@ void ShmCommunicatorImpl::connect(Rendezvous& rdv) {
   for (int r : others_) get("shm-mapped/" + std::to_string(r), r, "mapped the segments");
   shm_unlink(own_name_.c_str());
   linked_ = false;
+  map_peer_memory(rdv);
 }
 
 std::vector<std::string> ShmCommunicatorImpl::linked_segments() const {
@@ -241,8 +243,9 @@ const uint64_t* ShmCommunicatorImpl::a2a_sizes(int r, uint64_t seq) const {
   return reinterpret_cast<const uint64_t*>(base) + (seq & 1) * 2 * static_cast<size_t>(size_);
 }
 
-void ShmCommunicatorImpl::begin(CollectiveKind kind, uint8_t dtype, uint8_t op, int root, uint64_t bytes,
-                                const size_t* a2a_send, const size_t* a2a_recv) {
+void ShmCommunicatorImpl::begin(CollectiveKind kind, uint8_t dtype, uint8_t op, int root,
+                                uint64_t bytes, const size_t* a2a_send, const size_t* a2a_recv,
+                                uint64_t shared_offset) {
   ++seq_;
   checked_ = false;
   what_ = std::string(collective_name(kind)) + " #" + std::to_string(seq_);
@@ -255,6 +258,7 @@ void ShmCommunicatorImpl::begin(CollectiveKind kind, uint8_t dtype, uint8_t op, 
   h.op = op;
   h.root = root;
   h.bytes = bytes;
+  h.shared_offset = shared_offset;
   if (a2a_send != nullptr) {
     uint64_t* sizes = const_cast<uint64_t*>(a2a_sizes(rank_, seq_));
     for (int r = 0; r < size_; ++r) {

@@ -134,6 +134,10 @@ class ShmCommunicatorImpl final : public ShmCommunicator {
   void recv(void* data, size_t bytes, int src, int tag) override;
   int recv_any(void* data, size_t bytes, int tag) override;
   std::vector<std::string> linked_segments() const override;
+  bool peer_memory() const override { return peer_memory_; }
+  uint64_t in_place_calls() const override {
+    return in_place_calls_.load(std::memory_order_relaxed);
+  }
 
  private:
   struct Peer {
@@ -146,7 +150,8 @@ class ShmCommunicatorImpl final : public ShmCommunicator {
   // --- collective framing (shm_communicator.cpp)
   // Starts collective number ++seq_: fails if aborted, publishes the header.
   void begin(CollectiveKind kind, uint8_t dtype, uint8_t op, int root, uint64_t bytes,
-             const size_t* a2a_send = nullptr, const size_t* a2a_recv = nullptr);
+             const size_t* a2a_send = nullptr, const size_t* a2a_recv = nullptr,
+             uint64_t shared_offset = CallHeader::kNotShared);
   // One barrier among all ranks; the first of a collective compares headers.
   void sync();
   void check_headers();
@@ -184,8 +189,22 @@ class ShmCommunicatorImpl final : public ShmCommunicator {
   // them; false if fewer have arrived. The caller holds recv_mu_[src].
   bool peek(int src, char* dst, size_t n) const;
 
+  // --- the peers' memory (peer_memory.cpp)
+  // Exchanges shareable-memory handles at create(); sets peer_memory_ when
+  // every rank mapped every peer's.
+  void map_peer_memory(Rendezvous& rdv);
+  void unmap_peer_memory();
+  // Where `data` sits in this rank's shareable memory, or kNotShared.
+  uint64_t shared_offset_of(const void* data) const;
+  // After the first barrier of the current collective: every rank's buffer
+  // as mapped here (this rank's is `own`), or false if some rank's is not shared.
+  bool peer_buffers(char* own, std::vector<char*>* out);
+
   // --- algorithms (shm_collectives.cpp)
   void reduce_impl(char* data, size_t count, DType dtype, ReduceOp op, int root);
+  // all_reduce in place on every rank's buffer; after the first barrier.
+  void all_reduce_in_place(const std::vector<char*>& buffers, size_t count, DType dtype,
+                           ReduceOp op);
 
   ShmOptions opt_;
   Layout layout_;
@@ -201,6 +220,14 @@ class ShmCommunicatorImpl final : public ShmCommunicator {
   uint64_t round_ = 0;  // staging buffer round_ % 2; counted across collectives
   bool checked_ = false;
   std::string what_;  // "all_reduce #3"
+
+  // Peers' shareable memory, mapped at create(): where rank r's starts here
+  // (nullptr for this rank), and this rank's own range.
+  bool peer_memory_ = false;
+  std::vector<char*> peer_base_;
+  std::vector<uint64_t> peer_bytes_;
+  uint64_t own_inode_ = 0;
+  std::atomic<uint64_t> in_place_calls_{0};  // read from other threads
 
   std::vector<std::unique_ptr<std::mutex>> send_mu_, recv_mu_;
   std::atomic<unsigned> any_next_{0};  // where recv_any starts looking: no peer starves

@@ -4,6 +4,7 @@
 #include "allocator.h"
 
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -108,7 +109,7 @@ CachingAllocator::~CachingAllocator() {
       b = next;
     }
     unregister_segment(reinterpret_cast<void*>(base));
-    munmap(reinterpret_cast<void*>(base), size);
+    unmap_segment(reinterpret_cast<void*>(base), size);
   }
 }
 
@@ -193,9 +194,12 @@ CachingAllocator::Block* CachingAllocator::find_free_block(int pool, Stream* str
 
 bool CachingAllocator::new_segment(int pool, size_t size, Stream* stream, Block** out) {
   // Lazily backed: reserving capacity costs nothing until pages are touched.
-  void* base = mmap(nullptr, size, PROT_READ | PROT_WRITE,
-                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (base == MAP_FAILED) return false;
+  void* base = arena_ ? arena_->map_segment(size) : nullptr;
+  if (base == nullptr) {
+    base = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                -1, 0);
+    if (base == MAP_FAILED) return false;
+  }
   if (size >= kHugePage) madvise(base, size, MADV_HUGEPAGE);
   auto* b = new Block(static_cast<char*>(base), size, stream, pool);
   segments_[reinterpret_cast<uintptr_t>(base)] = b;
@@ -272,7 +276,7 @@ void CachingAllocator::release_cached_segments() {
     }
     free_set_remove(head);
     unregister_segment(head->ptr);
-    munmap(head->ptr, head->size);
+    unmap_segment(head->ptr, head->size);
     update(stats_.segment, head->pool, -1);
     update(stats_.reserved_bytes, head->pool, -static_cast<int64_t>(head->size));
     ++stats_.num_device_free;
@@ -280,6 +284,41 @@ void CachingAllocator::release_cached_segments() {
     delete head;
     it = segments_.erase(it);
   }
+}
+
+void CachingAllocator::unmap_segment(void* base, size_t size) {
+  if (arena_ && arena_->contains(base)) {
+    arena_->unmap_segment(base, size);
+  } else {
+    munmap(base, size);
+  }
+}
+
+onrt_status CachingAllocator::enable_ipc() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (arena_) return ONRT_OK;
+  // Address space, not memory: room for the capacity several times over, so
+  // fragmentation of the range rarely sends a segment to private memory.
+  constexpr uint64_t kMin = uint64_t{1} << 30, kMax = uint64_t{1} << 40;
+  const uint64_t bytes = round_up(std::clamp(std::min(capacity_, kMax) * 4, kMin, kMax), kHugePage);
+  std::string error;
+  arena_ = IpcArena::create(device_, bytes, &error);
+  if (!arena_) {
+    return failf(ONRT_ERROR_UNSUPPORTED, "neuron:%d: shareable device memory unavailable: %s",
+                 device_, error.c_str());
+  }
+  return ONRT_OK;
+}
+
+bool CachingAllocator::ipc_handle(const void* ptr, onrt_ipc_handle* out) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!arena_ || (ptr != nullptr && !arena_->contains(ptr))) return false;
+  out->pid = static_cast<int32_t>(getpid());
+  out->fd = arena_->fd();
+  out->inode = arena_->inode();
+  out->bytes = arena_->bytes();
+  out->offset = ptr == nullptr ? 0 : arena_->offset_of(ptr);
+  return true;
 }
 
 std::vector<std::pair<Stream*, uint64_t>> CachingAllocator::unreached_cached_segments() {

@@ -6,11 +6,14 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <utility>
 #include <vector>
 
+#include "ipc_arena.h"
+#include "openneuron/ipc.h"
 #include "openneuron/runtime.h"
 
 namespace openneuron::runtime {
@@ -45,6 +48,11 @@ class CachingAllocator {
   // Whether [ptr, ptr + bytes) lies inside one live block.
   bool contains(const void* ptr, size_t bytes);
   void empty_cache();
+  // Segments created from now on come from a shareable arena (openneuron/ipc.h).
+  onrt_status enable_ipc();
+  // The arena's handle at `ptr` (offset 0 for nullptr); false when `ptr` is not
+  // in the arena or sharing is not enabled.
+  bool ipc_handle(const void* ptr, onrt_ipc_handle* out);
 
   onrt_memory_stats stats();
   std::vector<onrt_segment_info> snapshot(std::vector<std::vector<onrt_block_info>>* blocks);
@@ -90,6 +98,7 @@ class CachingAllocator {
   void take_block(Block* block, size_t size, size_t requested);
   void free_block(Block* block);
   void release_cached_segments();
+  void unmap_segment(void* base, size_t size);
   // Stream positions that fully free segments still wait for.
   std::vector<std::pair<Stream*, uint64_t>> unreached_cached_segments();
   // release_cached_segments(), then waits (without mu_) for the streams of
@@ -112,6 +121,7 @@ class CachingAllocator {
   std::map<uintptr_t, Block*> live_;                          // allocated blocks by address
   std::map<uintptr_t, Block*> segments_;                      // first block of each segment
   std::vector<PendingFree> pending_;
+  std::unique_ptr<IpcArena> arena_;  // once sharing is enabled
   onrt_memory_stats stats_{};
 };
 

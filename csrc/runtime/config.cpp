@@ -159,11 +159,13 @@ onrt_status parse_config(const EnvLookup& env, uint64_t host_memory_bytes, Confi
 
   cfg.num_physical_cores = 2;
   // A process started by torchrun (or any launcher that sets LOCAL_WORLD_SIZE)
-  // uses core LOCAL_RANK, so by default it has as many cores as local ranks.
+  // uses core LOCAL_RANK, so by default it has as many cores as local ranks;
+  // its peers reach its memory from the first allocation on.
   if (const char* w = env("LOCAL_WORLD_SIZE"); w != nullptr) {
     uint64_t v = 0;
-    if (parse_uint(trim(w), &v) && v > 2 && v <= static_cast<uint64_t>(kMaxCores)) {
-      cfg.num_physical_cores = static_cast<int>(v);
+    if (parse_uint(trim(w), &v) && v <= static_cast<uint64_t>(kMaxCores)) {
+      if (v > 2) cfg.num_physical_cores = static_cast<int>(v);
+      if (v > 1) cfg.sharing = SharingMode::kFromStart;
     }
   }
   if (const char* n = env("OPENNEURON_NUM_CORES"); n != nullptr && !trim(n).empty()) {
@@ -226,6 +228,18 @@ onrt_status parse_config(const EnvLookup& env, uint64_t host_memory_bytes, Confi
       cfg.contention = ContentionMode::kOff;
     } else {
       *error = strprintf("OPENNEURON_CONTENTION='%s' is invalid: expected auto, on or off", c);
+      return ONRT_ERROR_INVALID_CONFIG;
+    }
+  }
+  if (const char* c = env("OPENNEURON_SHAREABLE_MEMORY"); c != nullptr && !trim(c).empty()) {
+    const std::string v = trim(c);
+    if (v == "on" || v == "1") {
+      cfg.sharing = SharingMode::kFromStart;
+    } else if (v == "off" || v == "0") {
+      cfg.sharing = SharingMode::kOff;
+    } else if (v != "auto") {
+      *error =
+          strprintf("OPENNEURON_SHAREABLE_MEMORY='%s' is invalid: expected auto, on or off", c);
       return ONRT_ERROR_INVALID_CONFIG;
     }
   }

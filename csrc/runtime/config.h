@@ -21,6 +21,13 @@ struct PlatformProfile {
 // nullptr when `name` is not a known platform.
 const PlatformProfile* find_platform(const std::string& name);
 
+// Whether device memory is shareable with other processes (openneuron/ipc.h).
+enum class SharingMode : uint8_t {
+  kFromStart,  // every segment: one of several ranks on this host (LOCAL_WORLD_SIZE > 1)
+  kOnRequest,  // segments created after onrt_ipc_enable (a process group asked)
+  kOff,        // never: onrt_ipc_enable fails
+};
+
 struct Config {
   const PlatformProfile* platform = nullptr;
   int num_physical_cores = 0;
@@ -29,6 +36,7 @@ struct Config {
   bool launch_blocking = false;
   double watchdog_seconds = 300;  // a waited-for stream idle this long is reported; 0 = off
   ContentionMode contention = ContentionMode::kAuto;
+  SharingMode sharing = SharingMode::kOnRequest;
 };
 
 // Returns the variable's value or nullptr when unset.

@@ -1,5 +1,7 @@
-// Public memory entry points over the per-core caching allocators.
+// Public memory entry points over the per-core caching allocators, including the
+// handles of shareable memory (openneuron/ipc.h).
 #include "allocator.h"
+#include "openneuron/ipc.h"
 #include "state.h"
 #include "status.h"
 #include "stream.h"
@@ -128,6 +130,37 @@ onrt_status onrt_memory_get_info(int device, uint64_t* free_bytes, uint64_t* tot
   const uint64_t reserved = a->reserved();
   *total_bytes = a->capacity();
   *free_bytes = a->capacity() > reserved ? a->capacity() - reserved : 0;
+  return ONRT_OK;
+}
+
+onrt_status onrt_ipc_enable(int device) {
+  CachingAllocator* a;
+  ONRT_RETURN_IF_ERROR(allocator_of(device, &a));
+  if (runtime().config.sharing == SharingMode::kOff) {
+    return fail(ONRT_ERROR_UNSUPPORTED,
+                "shareable device memory is off (OPENNEURON_SHAREABLE_MEMORY=off)");
+  }
+  return a->enable_ipc();
+}
+
+onrt_status onrt_ipc_range_handle(int device, onrt_ipc_handle* out) {
+  if (out == nullptr)
+    return fail(ONRT_ERROR_INVALID_ARGUMENT, "onrt_ipc_range_handle: out is NULL");
+  CachingAllocator* a;
+  ONRT_RETURN_IF_ERROR(onrt_ipc_enable(device));
+  ONRT_RETURN_IF_ERROR(allocator_of(device, &a));
+  a->ipc_handle(nullptr, out);
+  return ONRT_OK;
+}
+
+onrt_status onrt_ipc_get_handle(const void* ptr, onrt_ipc_handle* out) {
+  if (out == nullptr) return fail(ONRT_ERROR_INVALID_ARGUMENT, "onrt_ipc_get_handle: out is NULL");
+  ONRT_RETURN_IF_ERROR(ensure_runtime());
+  CachingAllocator* a = CachingAllocator::owner_of(ptr);
+  if (a == nullptr || !a->ipc_handle(ptr, out)) {
+    return failf(ONRT_ERROR_INVALID_ARGUMENT,
+                 "onrt_ipc_get_handle: %p is not in shareable device memory", ptr);
+  }
   return ONRT_OK;
 }
 

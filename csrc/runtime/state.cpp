@@ -44,6 +44,9 @@ std::unique_ptr<Device> make_device(const Config& cfg, int index) {
   p.supports_fp16 = 1;
   p.host_mapped = 1;  // a virtual core's memory is host memory
   dev->allocator = std::make_unique<CachingAllocator>(index, cfg.hbm_bytes_per_core);
+  // Without the arena (no memfd, no address space) memory stays private and
+  // the collectives stage copies instead: not a reason to fail initialisation.
+  if (cfg.sharing == SharingMode::kFromStart) dev->allocator->enable_ipc();
   dev->streams.push_back(std::make_unique<Stream>(index, 0, 0));
   dev->default_stream = dev->streams[0].get();
   return dev;

@@ -175,6 +175,10 @@ NeuronBackend::NeuronBackend(c10::intrusive_ptr<c10d::Store> store, int rank, in
     options.rank = rank;
     options.size = size;
     options.timeout = timeout;
+    // The rank's core (torchrun scripts set it before init_process_group): the
+    // large all_reduces of tensors allocated on it from now on work in place
+    // on the peers' memory.
+    options.device = current_device();
     try {
       comm_ = collectives::ShmCommunicator::create(rdv, options);
     } catch (const collectives::CollectiveError& e) {
@@ -764,7 +768,9 @@ void bind_distributed(py::module_& m) {
       // split_group deep-copies `options`; nothing of ours needs to travel.
       .def_property_readonly("options", [](NeuronBackend&) { return py::none(); })
       .def("perform_nocolor_split", [](NeuronBackend&, py::object) {})
-      .def_property_readonly("uses_shared_memory", &NeuronBackend::uses_shared_memory);
+      .def_property_readonly("uses_shared_memory", &NeuronBackend::uses_shared_memory)
+      .def_property_readonly("uses_peer_memory", &NeuronBackend::uses_peer_memory)
+      .def_property_readonly("in_place_collectives", &NeuronBackend::in_place_collectives);
   m.def(
       "_create_neuron_backend",
       [](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,

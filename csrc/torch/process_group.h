@@ -103,6 +103,8 @@ class NeuronBackend : public c10d::Backend {
   void shutdown() override;
   void abort() override;
   bool uses_shared_memory() const { return !gloo_; }
+  bool uses_peer_memory() const { return comm_ && comm_->peer_memory(); }
+  uint64_t in_place_collectives() const { return comm_ ? comm_->in_place_calls() : 0; }
 
   c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
                                            const c10d::BroadcastOptions& opts) override;

@@ -191,6 +191,29 @@ TEST(ConfigTest, ContentionMode) {
   }
 }
 
+TEST(ConfigTest, SharingMode) {
+  Config cfg;
+  std::string err;
+  ASSERT_EQ(parse(Env{}, &cfg, &err), ONRT_OK) << err;
+  EXPECT_EQ(cfg.sharing, SharingMode::kOnRequest);
+  // One of several ranks on this host: shareable from the first allocation.
+  ASSERT_EQ(parse(Env{{{"LOCAL_WORLD_SIZE", "2"}}}, &cfg, &err), ONRT_OK) << err;
+  EXPECT_EQ(cfg.sharing, SharingMode::kFromStart);
+  ASSERT_EQ(parse(Env{{{"LOCAL_WORLD_SIZE", "1"}}}, &cfg, &err), ONRT_OK) << err;
+  EXPECT_EQ(cfg.sharing, SharingMode::kOnRequest);
+  ASSERT_EQ(
+      parse(Env{{{"LOCAL_WORLD_SIZE", "2"}, {"OPENNEURON_SHAREABLE_MEMORY", "off"}}}, &cfg, &err),
+      ONRT_OK);
+  EXPECT_EQ(cfg.sharing, SharingMode::kOff);
+  ASSERT_EQ(parse(Env{{{"OPENNEURON_SHAREABLE_MEMORY", " on "}}}, &cfg, &err), ONRT_OK);
+  EXPECT_EQ(cfg.sharing, SharingMode::kFromStart);
+  ASSERT_EQ(parse(Env{{{"OPENNEURON_SHAREABLE_MEMORY", "auto"}}}, &cfg, &err), ONRT_OK);
+  EXPECT_EQ(cfg.sharing, SharingMode::kOnRequest);
+  EXPECT_EQ(parse(Env{{{"OPENNEURON_SHAREABLE_MEMORY", "yes"}}}, &cfg, &err),
+            ONRT_ERROR_INVALID_CONFIG);
+  EXPECT_NE(err.find("OPENNEURON_SHAREABLE_MEMORY='yes'"), std::string::npos) << err;
+}
+
 TEST(ConfigTest, HostMemoryIsKnown) { EXPECT_GT(host_physical_memory(), 0u); }
 
 TEST(ConfigTest, WatchdogSeconds) {

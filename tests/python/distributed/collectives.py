@@ -19,6 +19,8 @@ from common import finish, RANK, WORLD_SIZE, assert_close, device
 INTS = [torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64]
 FLOATS = [torch.float32, torch.bfloat16, torch.float16]
 SIZES = [1, 7, 1000, 70_001]  # 70_001 float32 spans several rounds of a 64 KiB chunk
+# Beyond 64 KiB in every dtype: all_reduce works in place on the peers' memory.
+LARGE = 40_000
 
 
 def data(rank, n, dtype, salt=0):
@@ -259,6 +261,22 @@ def check_subgroups():
     assert_close(t, torch.full((2,), float(sum(range(1, WORLD_SIZE + 1)))), "mesh all_reduce")
 
 
+def check_peer_memory():
+    """Under torchrun every rank's device memory is shareable: a large all_reduce runs in
+    place on the peers' tensors (the staged fallback, for memory that is not, is covered
+    by the transport's C++ tests)."""
+    backend = dist.distributed_c10d._get_default_group()._get_backend(device())
+    assert backend.uses_peer_memory, f"rank {RANK}: the ranks did not map each other's memory"
+    inputs = [data(r, LARGE, torch.float32, salt=7) for r in range(WORLD_SIZE)]
+    before = backend.in_place_collectives
+    t = inputs[RANK].to(device())
+    dist.all_reduce(t)
+    torch.neuron.synchronize()
+    assert_close(t, reference_reduce(inputs, dist.ReduceOp.SUM, torch.float32),
+                 "all_reduce in the peers' memory")
+    assert backend.in_place_collectives == before + 1, (backend.in_place_collectives, before)
+
+
 def check_bad_calls():
     try:
         dist.all_reduce(torch.ones(3, 2, device=device())[:, 0])
@@ -279,7 +297,7 @@ def main():
         dist.init_process_group(device_id=device())
     assert torch.neuron.current_device() == device().index
     for dtype in FLOATS + INTS + [torch.bool]:
-        for n in (SIZES if dtype == torch.float32 else SIZES[:3]):
+        for n in (SIZES if dtype == torch.float32 else SIZES[:3] + [LARGE]):
             check_reductions(dtype, n)
             check_data_movement(dtype, n)
         check_all_to_all(dtype)
@@ -287,6 +305,7 @@ def main():
     check_coalesced_and_premul()
     if args.init == "backend":
         check_work_and_streams()
+        check_peer_memory()
     check_subgroups()
     check_bad_calls()
     finish()

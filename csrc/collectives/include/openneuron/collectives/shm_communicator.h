@@ -66,6 +66,11 @@ struct ShmOptions {
   // to memory and run slower). OPENNEURON_SHM_CHUNK_BYTES overrides it.
   size_t chunk_bytes = size_t{1} << 20;
   size_t ring_bytes = size_t{1} << 20;
+  // The rank's core, or -1. With a core, create() enables shareable memory on
+  // it (openneuron/ipc.h) and maps every peer's; then an all_reduce whose
+  // buffers are in shareable memory on every rank reduces straight out of the
+  // peers' buffers into all of them, with no staging copies.
+  int device = -1;
 };
 
 class ShmCommunicator {
@@ -126,6 +131,10 @@ class ShmCommunicator {
   // Names of segments this process created and has not yet unlinked (empty
   // after create() returns); for the tests.
   virtual std::vector<std::string> linked_segments() const = 0;
+  // Whether every rank mapped every peer's shareable memory at create().
+  virtual bool peer_memory() const = 0;
+  // Collectives that ran in place on the peers' memory so far.
+  virtual uint64_t in_place_calls() const = 0;
 
  protected:
   ShmCommunicator(int rank, int size) : rank_(rank), size_(size) {}
@@ -158,6 +167,9 @@ struct CallHeader {
   uint8_t op = 0;      // ReduceOp (reductions)
   int32_t root = -1;   // rooted collectives
   uint64_t bytes = 0;  // this rank's payload (input bytes; per-rank block for gathers)
+  // Where the buffer is in the rank's shareable memory, or kNotShared.
+  uint64_t shared_offset = ~uint64_t{0};
+  static constexpr uint64_t kNotShared = ~uint64_t{0};
 };
 
 // Removes /dev/shm segments named by this transport whose creating process no

@@ -138,7 +138,7 @@ enum class BufferReduce : uint8_t { Sum, Product, Min, Max, BitAnd, BitOr, BitXo
 // Bit ops on integral types and Bool (Bool: Sum/Max/BitOr are or,
 // Product/Min/BitAnd are and). Throws std::invalid_argument otherwise.
 // copy_to, if given, receives the result too: each tile is copied while it is
-// in cache, instead of a second pass over dst (must not alias a source).
+// in cache, instead of a second pass over dst (it may alias a source, as dst may).
 void reduce_buffers(DType dtype, BufferReduce op, void* dst, const void* const* srcs, int nsrcs,
                     size_t count, void* copy_to = nullptr);
 // memcpy split over the pool when large.

@@ -1,0 +1,89 @@
+// The shareable arena behind a core's segments (ipc_arena.h).
+#include "ipc_arena.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <iterator>
+
+#include "status.h"
+
+namespace openneuron::runtime {
+
+std::unique_ptr<IpcArena> IpcArena::create(int device, size_t bytes, std::string* error) {
+  const std::string name = "openneuron-neuron" + std::to_string(device);
+  const int fd = memfd_create(name.c_str(), MFD_CLOEXEC);
+  if (fd < 0) {
+    *error = std::string("memfd_create: ") + std::strerror(errno);
+    return nullptr;
+  }
+  struct stat st{};
+  if (ftruncate(fd, static_cast<off_t>(bytes)) != 0 || fstat(fd, &st) != 0) {
+    *error = std::string("sizing the memfd: ") + std::strerror(errno);
+    close(fd);
+    return nullptr;
+  }
+  void* base = mmap(nullptr, bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (base == MAP_FAILED) {
+    *error = strprintf("reserving %s of address space: %s", format_size(bytes).c_str(),
+                       std::strerror(errno));
+    close(fd);
+    return nullptr;
+  }
+  return std::unique_ptr<IpcArena>(
+      new IpcArena(fd, static_cast<uint64_t>(st.st_ino), static_cast<char*>(base), bytes));
+}
+
+IpcArena::IpcArena(int fd, uint64_t inode, char* base, size_t bytes)
+    : fd_(fd), inode_(inode), base_(base), bytes_(bytes) {
+  free_[0] = bytes;
+}
+
+IpcArena::~IpcArena() {
+  munmap(base_, bytes_);
+  close(fd_);
+}
+
+void* IpcArena::map_segment(size_t size) {
+  // First fit: segments are few and long-lived (the allocator caches them).
+  for (auto it = free_.begin(); it != free_.end(); ++it) {
+    if (it->second < size) continue;
+    const size_t off = it->first, len = it->second;
+    void* p = mmap(base_ + off, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd_,
+                   static_cast<off_t>(off));
+    if (p == MAP_FAILED) return nullptr;
+    free_.erase(it);
+    if (len > size) free_[off + size] = len - size;
+    return p;
+  }
+  return nullptr;
+}
+
+void IpcArena::unmap_segment(void* base, size_t size) {
+  char* p = static_cast<char*>(base);
+  const size_t off = static_cast<size_t>(p - base_);
+  fallocate(fd_, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(off),
+            static_cast<off_t>(size));
+  mmap(p, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
+  size_t start = off, len = size;
+  auto next = free_.lower_bound(off);
+  if (next != free_.end() && next->first == off + size) {
+    len += next->second;
+    next = free_.erase(next);
+  }
+  if (next != free_.begin()) {
+    auto prev = std::prev(next);
+    if (prev->first + prev->second == off) {
+      start = prev->first;
+      len += prev->second;
+      free_.erase(prev);
+    }
+  }
+  free_[start] = len;
+}
+
+}  // namespace openneuron::runtime

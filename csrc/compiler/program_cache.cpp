@@ -1,9 +1,13 @@
 // The in-memory program cache. Compilation runs outside the lock, so a slow
 // compile never blocks lookups of other programs; when two threads race on one
-// key, the first insert wins and both get the same program.
+// key, the first insert wins and both get the same program. Bounded: a process
+// that sees ever new shapes (a growing sequence length) would otherwise keep a
+// program per shape forever; the least recently used ones go. An evicted
+// program stays alive while a caller or a queued launch holds it.
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <list>
 #include <mutex>
 #include <string>
 #include <unordered_map>
@@ -23,9 +27,35 @@ const CompileOptions& process_compile_options() {
   return options;
 }
 
+// OPENNEURON_PROGRAM_CACHE_ENTRIES, read once; a value that is not a positive
+// integer keeps the default, with a warning.
+int64_t program_cache_capacity() {
+  static const int64_t capacity = [] {
+    constexpr int64_t kDefault = 16384;
+    const char* v = std::getenv("OPENNEURON_PROGRAM_CACHE_ENTRIES");
+    if (v == nullptr || *v == '\0') return kDefault;
+    char* end = nullptr;
+    const long long n = std::strtoll(v, &end, 10);
+    if (end == v || *end != '\0' || n < 1) {
+      const std::string message = std::string("OPENNEURON_PROGRAM_CACHE_ENTRIES='") + v +
+                                  "' is not a positive integer; keeping " +
+                                  std::to_string(kDefault) + " programs";
+      onrt_log(ONRT_LOG_WARNING, message.c_str());
+      return kDefault;
+    }
+    return static_cast<int64_t>(n);
+  }();
+  return capacity;
+}
+
 struct ProgramCache::Impl {
+  struct Entry {
+    std::string key;
+    std::shared_ptr<const Program> program;
+  };
   mutable std::mutex mu;
-  std::unordered_map<std::string, std::shared_ptr<const Program>> map;
+  std::list<Entry> lru;  // most recently used first
+  std::unordered_map<std::string, std::list<Entry>::iterator> map;
   CacheStats stats;
 };
 
@@ -43,7 +73,8 @@ std::shared_ptr<const Program> ProgramCache::get_or_compile(const Graph& graph) 
     auto it = impl_->map.find(key);
     if (it != impl_->map.end()) {
       ++impl_->stats.hits;
-      return it->second;
+      impl_->lru.splice(impl_->lru.begin(), impl_->lru, it->second);
+      return it->second->program;
     }
   }
   const auto t0 = std::chrono::steady_clock::now();
@@ -59,21 +90,29 @@ std::shared_ptr<const Program> ProgramCache::get_or_compile(const Graph& graph) 
   std::lock_guard<std::mutex> lk(impl_->mu);
   ++impl_->stats.misses;
   impl_->stats.compile_seconds += secs;
-  auto [it, inserted] = impl_->map.emplace(std::move(key), std::move(prog));
-  impl_->stats.entries = static_cast<int64_t>(impl_->map.size());
-  return it->second;
+  if (auto it = impl_->map.find(key); it != impl_->map.end()) return it->second->program;
+  impl_->lru.push_front(Impl::Entry{key, std::move(prog)});
+  impl_->map.emplace(std::move(key), impl_->lru.begin());
+  while (static_cast<int64_t>(impl_->map.size()) > program_cache_capacity()) {
+    impl_->map.erase(impl_->lru.back().key);
+    impl_->lru.pop_back();
+    ++impl_->stats.evictions;
+  }
+  return impl_->lru.front().program;
 }
 
 CacheStats ProgramCache::stats() const {
   std::lock_guard<std::mutex> lk(impl_->mu);
   CacheStats s = impl_->stats;
   s.entries = static_cast<int64_t>(impl_->map.size());
+  s.capacity = program_cache_capacity();
   return s;
 }
 
 void ProgramCache::clear() {
   std::lock_guard<std::mutex> lk(impl_->mu);
   impl_->map.clear();
+  impl_->lru.clear();
   impl_->stats = CacheStats{};
 }
 

@@ -48,6 +48,8 @@ py::dict compile_cache_stats() {
   d["hits"] = s.hits;
   d["misses"] = s.misses;
   d["entries"] = s.entries;
+  d["capacity"] = s.capacity;
+  d["evictions"] = s.evictions;
   d["compile_seconds"] = s.compile_seconds;
   return d;
 }

@@ -127,7 +127,8 @@ def reset_library_stats() -> None:
 
 
 def compile_cache_stats() -> dict[str, float]:
-    """Program cache: hits, misses (= compilations), entries, total compile seconds."""
+    """Program cache: hits, misses (= compilations), entries, capacity (the most it
+    keeps, OPENNEURON_PROGRAM_CACHE_ENTRIES), evictions, total compile seconds."""
     from . import _C
 
     return dict(_C.compile_cache_stats())

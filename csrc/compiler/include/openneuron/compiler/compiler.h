@@ -80,12 +80,14 @@ struct CacheStats {
   int64_t hits = 0;
   int64_t misses = 0;      // = compilations
   int64_t entries = 0;
+  int64_t capacity = 0;        // entries kept at most (OPENNEURON_PROGRAM_CACHE_ENTRIES)
+  int64_t evictions = 0;       // least recently used programs dropped to stay within it
   double compile_seconds = 0;  // total time spent compiling
 };
 
 // Process-wide cache keyed by Graph::signature(), compiling with
-// process_compile_options(). Thread-safe. A failed
-// compilation is not cached (the next call retries and raises again).
+// process_compile_options(), keeping the most recently used programs. Thread-safe.
+// A failed compilation is not cached (the next call retries and raises again).
 class ProgramCache {
  public:
   static ProgramCache& global();

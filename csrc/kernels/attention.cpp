@@ -51,7 +51,9 @@ template <class T>
 const float* as_float_tile(const View4& v, int64_t b, int64_t h, int64_t r0, int64_t rows,
                            int64_t cols, float* buf, int64_t& ld) {
   if constexpr (std::is_same_v<T, float>) {
-    ld = v.st[2];
+    // A single row's stride is arbitrary (a size-1 dim may have any stride)
+    // but the GEMM wants ld >= cols.
+    ld = rows == 1 ? cols : v.st[2];
     if (rows == 1 || ld >= cols) return v.row<float>(b, h, r0);
   }
   for (int64_t r = 0; r < rows; ++r) {

@@ -1868,9 +1868,6 @@ KNOWN_BUGS = {
     "sdpa-mask-rank": Difference(("sdpa",), r"the CPU (raises )?IndexError: Dimension (specified as|out of range)",
                                  "scaled_dot_product_attention with a 0-dim or 1-D attn_mask: the CPU raises "
                                  "IndexError, neuron returns (or raises RuntimeError)"),
-    "sdpa-sgemm": Difference(("sdpa",), r"oneDNN sgemm failed",
-                             "scaled_dot_product_attention with one key whose size-1 dims have stride 1 (a "
-                             "permuted k): neuron raises 'attention: oneDNN sgemm failed', the CPU returns"),
     "out-overlap": Difference(("out=",), r"unsupported operation: some elements .*neuron returns",
                               "an elementwise op whose out= is a view of its input (torch.mul(x, 2, "
                               "out=x.unsqueeze(1))): the CPU raises 'unsupported operation: some elements of "

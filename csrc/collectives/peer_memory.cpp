@@ -14,15 +14,15 @@ namespace {
 
 std::string encode(const onrt_ipc_handle& h) {
   char buf[128];
-  std::snprintf(buf, sizeof(buf), "%" PRId32 " %" PRId32 " %" PRIu64 " %" PRIu64, h.pid, h.fd,
-                h.inode, h.bytes);
+  std::snprintf(buf, sizeof(buf), "%" PRId32 " %" PRId32 " %" PRIu64 " %" PRIu64 " %" PRIu64, h.pid,
+                h.fd, h.dev, h.inode, h.bytes);
   return buf;
 }
 
 bool decode(const std::string& s, onrt_ipc_handle* h) {
   *h = onrt_ipc_handle{};
-  return std::sscanf(s.c_str(), "%" SCNd32 " %" SCNd32 " %" SCNu64 " %" SCNu64, &h->pid, &h->fd,
-                     &h->inode, &h->bytes) == 4;
+  return std::sscanf(s.c_str(), "%" SCNd32 " %" SCNd32 " %" SCNu64 " %" SCNu64 " %" SCNu64, &h->pid,
+                     &h->fd, &h->dev, &h->inode, &h->bytes) == 5;
 }
 
 }  // namespace
@@ -30,27 +30,52 @@ bool decode(const std::string& s, onrt_ipc_handle* h) {
 void ShmCommunicatorImpl::map_peer_memory(Rendezvous& rdv) {
   peer_base_.assign(size_, nullptr);
   peer_bytes_.assign(size_, 0);
-  if (opt_.device < 0 || size_ < 2) return;
+  if (size_ < 2) return;
+  // Every rank takes part in both exchanges, with or without a core of its
+  // own: a rank that skipped them would leave its peers waiting on the store.
   auto key = [](const char* what, int r) { return std::string(what) + std::to_string(r); };
   onrt_ipc_handle own{};
-  const bool shareable = onrt_ipc_range_handle(opt_.device, &own) == ONRT_OK;
-  own_inode_ = own.inode;
-  rdv.set(key("ipc/", rank_), shareable ? encode(own) : "none");
-  bool ok = shareable;
+  std::string why;
+  bool warn = false;  // a failure here, not a choice (OPENNEURON_SHAREABLE_MEMORY=off) or a peer's
+  bool ok = false;
+  if (opt_.device < 0) {
+    why = "rank " + std::to_string(rank_) + " has no core";
+  } else if (onrt_ipc_range_handle(opt_.device, &own) != ONRT_OK) {
+    why = onrt_last_error();
+    warn = why.find("OPENNEURON_SHAREABLE_MEMORY=off") == std::string::npos;
+  } else {
+    ok = true;
+  }
+  own_range_ = own;
+  rdv.set(key("ipc/", rank_), ok ? encode(own) : "none");
   for (int r : others_) {
     onrt_ipc_handle h{};
     void* base = nullptr;
-    if (decode(rdv.get(key("ipc/", r)), &h) && onrt_ipc_open(&h, &base) == ONRT_OK) {
+    if (!decode(rdv.get(key("ipc/", r)), &h)) {
+      if (ok) why = "rank " + std::to_string(r) + "'s memory is not shareable";
+      ok = false;
+    } else if (ok && onrt_ipc_open(&h, &base) != ONRT_OK) {
+      why = onrt_last_error();
+      warn = true;
+      ok = false;
+    } else if (ok) {
       peer_base_[r] = static_cast<char*>(base);
       peer_bytes_[r] = h.bytes;
-    } else {
-      ok = false;
     }
   }
   rdv.set(key("ipc-ok/", rank_), ok ? "1" : "0");
-  for (int r : others_) ok = rdv.get(key("ipc-ok/", r)) == "1" && ok;
-  peer_memory_ = ok;
-  if (!ok) unmap_peer_memory();
+  bool all = ok;
+  for (int r : others_) all = rdv.get(key("ipc-ok/", r)) == "1" && all;
+  peer_memory_ = all;
+  if (all) return;
+  unmap_peer_memory();
+  if (!why.empty()) {
+    const std::string message = "rank " + std::to_string(rank_) +
+                                ": collectives stage every copy, the peers' device memory is not "
+                                "mapped here: " +
+                                why;
+    onrt_log(warn ? ONRT_LOG_WARNING : ONRT_LOG_INFO, message.c_str());
+  }
 }
 
 void ShmCommunicatorImpl::unmap_peer_memory() {
@@ -64,18 +89,21 @@ void ShmCommunicatorImpl::unmap_peer_memory() {
 uint64_t ShmCommunicatorImpl::shared_offset_of(const void* data) const {
   onrt_ipc_handle h{};
   if (!peer_memory_ || data == nullptr || onrt_ipc_get_handle(data, &h) != ONRT_OK ||
-      h.inode != own_inode_) {
+      h.inode != own_range_.inode || h.dev != own_range_.dev) {
     return CallHeader::kNotShared;
   }
   return h.offset;
 }
 
 bool ShmCommunicatorImpl::peer_buffers(char* own, std::vector<char*>* out) {
+  // Whether every rank's buffer is shared first, then the bounds: every rank
+  // sees the same headers, so all take the same path or all fail.
+  for (int r = 0; r < size_; ++r)
+    if (peers_[r].ctl->headers[seq_ & 1].shared_offset == CallHeader::kNotShared) return false;
   out->assign(size_, nullptr);
   for (int r = 0; r < size_; ++r) {
     const CallHeader& h = peers_[r].ctl->headers[seq_ & 1];
     const uint64_t off = h.shared_offset;
-    if (off == CallHeader::kNotShared) return false;
     if (r != rank_ && (off > peer_bytes_[r] || h.bytes > peer_bytes_[r] - off)) {
       fail(what_ + ": rank " + std::to_string(r) + "'s buffer lies outside its shareable memory");
     }

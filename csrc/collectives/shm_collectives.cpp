@@ -53,21 +53,26 @@ void ShmCommunicatorImpl::reduce_impl(char* data, size_t count, DType dtype, Red
   // In place on the peers' buffers when all are in shareable memory: decided
   // after the first barrier, from every rank's header, so alike on all ranks.
   const bool try_in_place = all && !small && peer_memory_;
+  const uint64_t offset = try_in_place ? shared_offset_of(data) : CallHeader::kNotShared;
+  in_place_window_ = false;
   begin(all ? CollectiveKind::AllReduce : CollectiveKind::Reduce, static_cast<uint8_t>(dtype),
-        static_cast<uint8_t>(op), root, bytes, nullptr, nullptr,
-        try_in_place ? shared_offset_of(data) : CallHeader::kNotShared);
+        static_cast<uint8_t>(op), root, bytes, nullptr, nullptr, offset);
   if (!reducible(dtype, op)) {
     fail(what_ + ": " + reduce_op_name(op) + " is not supported for " + dtype_name(dtype));
   }
   const int n = size_, r = rank_;
   std::vector<const void*> srcs(n);
   if (try_in_place) {
+    // Peers write into this rank's buffer only if it is shared.
+    in_place_window_ = offset != CallHeader::kNotShared;
     sync();
     std::vector<char*> buffers;
     if (peer_buffers(data, &buffers)) {
       all_reduce_in_place(buffers, count, dtype, op);
+      in_place_window_ = false;
       return;
     }
+    in_place_window_ = false;
   }
   if (small) {
     copy(stage(r), data, bytes);

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "openneuron/collectives/shm_communicator.h"
+#include "openneuron/ipc.h"
 
 namespace openneuron::collectives::detail {
 
@@ -138,6 +139,7 @@ class ShmCommunicatorImpl final : public ShmCommunicator {
   uint64_t in_place_calls() const override {
     return in_place_calls_.load(std::memory_order_relaxed);
   }
+  bool buffer_may_still_be_written() const override { return in_place_window_; }
 
  private:
   struct Peer {
@@ -226,8 +228,11 @@ class ShmCommunicatorImpl final : public ShmCommunicator {
   bool peer_memory_ = false;
   std::vector<char*> peer_base_;
   std::vector<uint64_t> peer_bytes_;
-  uint64_t own_inode_ = 0;
+  onrt_ipc_handle own_range_{};
   std::atomic<uint64_t> in_place_calls_{0};  // read from other threads
+  // From this rank's first barrier of an in-place all_reduce until every rank
+  // is known to have finished writing (or to take the staged path).
+  bool in_place_window_ = false;
 
   std::vector<std::unique_ptr<std::mutex>> send_mu_, recv_mu_;
   std::atomic<unsigned> any_next_{0};  // where recv_any starts looking: no peer starves

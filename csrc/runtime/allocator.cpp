@@ -316,6 +316,7 @@ bool CachingAllocator::ipc_handle(const void* ptr, onrt_ipc_handle* out) {
   out->pid = static_cast<int32_t>(getpid());
   out->fd = arena_->fd();
   out->inode = arena_->inode();
+  out->dev = arena_->dev();
   out->bytes = arena_->bytes();
   out->offset = ptr == nullptr ? 0 : arena_->offset_of(ptr);
   return true;

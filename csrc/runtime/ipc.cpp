@@ -12,6 +12,7 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <tuple>
 
 #include "status.h"
 
@@ -19,7 +20,7 @@ using namespace openneuron::runtime;
 
 namespace {
 
-// Peers' ranges mapped here, by (pid, inode): opened once however many
+// Peers' ranges mapped here: opened once however many
 // communicators use them.
 struct PeerMapping {
   void* base;
@@ -28,7 +29,7 @@ struct PeerMapping {
 };
 struct PeerMappings {
   std::mutex mu;
-  std::map<std::pair<int32_t, uint64_t>, PeerMapping> by_range;
+  std::map<std::tuple<int32_t, uint64_t, uint64_t>, PeerMapping> by_range;  // (pid, dev, inode)
 };
 PeerMappings& peer_mappings() {
   static PeerMappings* m = new PeerMappings;  // never destroyed: closes may run during exit
@@ -46,7 +47,7 @@ onrt_status onrt_ipc_open(const onrt_ipc_handle* h, void** base) {
   *base = nullptr;
   auto& m = peer_mappings();
   std::lock_guard<std::mutex> lock(m.mu);
-  const auto key = std::make_pair(h->pid, h->inode);
+  const auto key = std::make_tuple(h->pid, h->dev, h->inode);
   if (auto it = m.by_range.find(key); it != m.by_range.end()) {
     ++it->second.refs;
     *base = it->second.base;
@@ -60,7 +61,7 @@ onrt_status onrt_ipc_open(const onrt_ipc_handle* h, void** base) {
   }
   struct stat st{};
   if (fstat(fd, &st) != 0 || static_cast<uint64_t>(st.st_ino) != h->inode ||
-      static_cast<uint64_t>(st.st_size) < h->bytes) {
+      static_cast<uint64_t>(st.st_dev) != h->dev || static_cast<uint64_t>(st.st_size) < h->bytes) {
     close(fd);
     return failf(ONRT_ERROR_INVALID_HANDLE,
                  "onrt_ipc_open: %s is not the device memory of the handle (closed or reused)",

@@ -14,6 +14,25 @@
 
 namespace openneuron::runtime {
 
+namespace {
+
+constexpr size_t kAlign = size_t{2} << 20;
+
+// Reserves [p, p + size) again (PROT_NONE). True if it is reserved afterwards:
+// also when something is still mapped there (EEXIST: the old reservation).
+bool reserve(char* p, size_t size) {
+  void* r = mmap(p, size, PROT_NONE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
+  if (r == p) return true;
+  if (r != MAP_FAILED) {  // a kernel without MAP_FIXED_NOREPLACE placed it elsewhere
+    munmap(r, size);
+    return false;
+  }
+  return errno == EEXIST;
+}
+
+}  // namespace
+
 std::unique_ptr<IpcArena> IpcArena::create(int device, size_t bytes, std::string* error) {
   const std::string name = "openneuron-neuron" + std::to_string(device);
   const int fd = memfd_create(name.c_str(), MFD_CLOEXEC);
@@ -27,19 +46,28 @@ std::unique_ptr<IpcArena> IpcArena::create(int device, size_t bytes, std::string
     close(fd);
     return nullptr;
   }
-  void* base = mmap(nullptr, bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (base == MAP_FAILED) {
+  void* raw =
+      mmap(nullptr, bytes + kAlign, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (raw == MAP_FAILED) {
     *error = strprintf("reserving %s of address space: %s", format_size(bytes).c_str(),
                        std::strerror(errno));
     close(fd);
     return nullptr;
   }
-  return std::unique_ptr<IpcArena>(
-      new IpcArena(fd, static_cast<uint64_t>(st.st_ino), static_cast<char*>(base), bytes));
+  // Keep the aligned part only.
+  char* lo = static_cast<char*>(raw);
+  char* base =
+      reinterpret_cast<char*>((reinterpret_cast<uintptr_t>(lo) + kAlign - 1) & ~(kAlign - 1));
+  if (base > lo) munmap(lo, static_cast<size_t>(base - lo));
+  if (const size_t tail = static_cast<size_t>(lo + bytes + kAlign - (base + bytes)); tail > 0) {
+    munmap(base + bytes, tail);
+  }
+  return std::unique_ptr<IpcArena>(new IpcArena(fd, static_cast<uint64_t>(st.st_ino),
+                                                static_cast<uint64_t>(st.st_dev), base, bytes));
 }
 
-IpcArena::IpcArena(int fd, uint64_t inode, char* base, size_t bytes)
-    : fd_(fd), inode_(inode), base_(base), bytes_(bytes) {
+IpcArena::IpcArena(int fd, uint64_t inode, uint64_t dev, char* base, size_t bytes)
+    : fd_(fd), inode_(inode), dev_(dev), base_(base), bytes_(bytes) {
   free_[0] = bytes;
 }
 
@@ -48,16 +76,31 @@ IpcArena::~IpcArena() {
   close(fd_);
 }
 
+bool IpcArena::contains(const void* p) const {
+  const auto a = reinterpret_cast<uintptr_t>(p), b = reinterpret_cast<uintptr_t>(base_);
+  if (a < b || a >= b + bytes_) return false;
+  auto it = mapped_.upper_bound(static_cast<size_t>(a - b));
+  if (it == mapped_.begin()) return false;
+  --it;
+  return a - b < it->first + it->second;
+}
+
 void* IpcArena::map_segment(size_t size) {
   // First fit: segments are few and long-lived (the allocator caches them).
   for (auto it = free_.begin(); it != free_.end(); ++it) {
     if (it->second < size) continue;
     const size_t off = it->first, len = it->second;
-    void* p = mmap(base_ + off, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd_,
-                   static_cast<off_t>(off));
-    if (p == MAP_FAILED) return nullptr;
     free_.erase(it);
     if (len > size) free_[off + size] = len - size;
+    void* p = mmap(base_ + off, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd_,
+                   static_cast<off_t>(off));
+    if (p == MAP_FAILED) {
+      // Some kernels drop the old mapping when MAP_FIXED fails: the range goes
+      // back to the free list only if it is still reserved (else never reused).
+      if (reserve(base_ + off, size)) release_range(off, size);
+      return nullptr;
+    }
+    mapped_[off] = size;
     return p;
   }
   return nullptr;
@@ -66,9 +109,18 @@ void* IpcArena::map_segment(size_t size) {
 void IpcArena::unmap_segment(void* base, size_t size) {
   char* p = static_cast<char*>(base);
   const size_t off = static_cast<size_t>(p - base_);
+  mapped_.erase(off);
   fallocate(fd_, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(off),
             static_cast<off_t>(size));
-  mmap(p, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
+  // Failing, the range keeps its (emptied) shared mapping and is not reused.
+  if (mmap(p, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0) ==
+      MAP_FAILED) {
+    return;
+  }
+  release_range(off, size);
+}
+
+void IpcArena::release_range(size_t off, size_t size) {
   size_t start = off, len = size;
   auto next = free_.lower_bound(off);
   if (next != free_.end() && next->first == off + size) {

@@ -2,19 +2,20 @@
 // then a body run on the backend's stream (process_group_work.cpp) that hands raw
 // device pointers to the shared-memory transport, or CPU views of them to Gloo
 // when the group spans hosts. Also the split for DeviceMesh and the Python binding.
+#include "process_group.h"
+
+#include <ATen/ATen.h>
 #include <pybind11/chrono.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
-#include <ATen/ATen.h>
-#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
-
 #include <algorithm>
 #include <atomic>
+#include <mutex>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 
 #include "bridge.h"
 #include "engine.h"
-#include "process_group.h"
 
 namespace py = pybind11;
 PYBIND11_DECLARE_HOLDER_TYPE(T, c10::intrusive_ptr<T>, true);
@@ -214,6 +215,28 @@ c10::intrusive_ptr<c10d::Backend> NeuronBackend::split(const c10::intrusive_ptr<
 
 // --------------------------------------------------------------- reductions
 
+// A failed all_reduce whose peers may still write into the tensor (it ran in
+// place on their memory, and one was still at work when this rank gave up):
+// the tensor's memory must never be handed out again, so it is kept for the
+// rest of the process.
+void NeuronBackend::shm_all_reduce(const at::Tensor& t, collectives::ReduceOp op) {
+  try {
+    comm_->all_reduce(ptr_of(t), count_of(t), to_dtype(t.scalar_type()), op);
+  } catch (const collectives::CollectiveError& e) {
+    if (!comm_->buffer_may_still_be_written()) throw;
+    static std::mutex mu;
+    static auto* kept = new std::vector<c10::Storage>;  // never freed, on purpose
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      kept->push_back(t.storage());
+    }
+    throw collectives::CollectiveError(
+        std::string(e.what()) +
+        " (the tensor's memory stays allocated for the rest of the process: a peer may still "
+        "write into it)");
+  }
+}
+
 c10::intrusive_ptr<c10d::Work> NeuronBackend::allreduce(std::vector<at::Tensor>& tensors,
                                                         const c10d::AllreduceOptions& opts) {
   const at::Tensor& t = single(tensors, "all_reduce");
@@ -227,9 +250,7 @@ c10::intrusive_ptr<c10d::Work> NeuronBackend::allreduce(std::vector<at::Tensor>&
       gloo_->allreduce(v, o)->wait();
     };
   } else {
-    call.body = [this, t, r] {
-      comm_->all_reduce(ptr_of(t), count_of(t), to_dtype(t.scalar_type()), r.op);
-    };
+    call.body = [this, t, r] { shm_all_reduce(t, r.op); };
   }
   call.epilogue = scale_epilogue(r, t, size_);
   return enqueue(std::move(call));
@@ -256,9 +277,7 @@ c10::intrusive_ptr<c10d::Work> NeuronBackend::allreduce_coalesced(
     };
   } else {
     call.body = [this, tensors, r] {
-      for (const auto& t : tensors) {
-        comm_->all_reduce(ptr_of(t), count_of(t), to_dtype(t.scalar_type()), r.op);
-      }
+      for (const auto& t : tensors) shm_all_reduce(t, r.op);
     };
   }
   std::vector<std::function<void()>> scales;

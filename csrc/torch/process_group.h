@@ -155,6 +155,10 @@ class NeuronBackend : public c10d::Backend {
                                                int tag) override;
 
  private:
+  // all_reduce of one tensor on shared memory (the body of allreduce and
+  // allreduce_coalesced).
+  void shm_all_reduce(const at::Tensor& t, collectives::ReduceOp op);
+
   // Where a call runs: collectives in order on one stream; sends and receives
   // each on a stream of their own, so a rank that sends before it receives
   // never waits for a peer doing the same.

@@ -54,15 +54,16 @@ int reduce_and_check(RankContext& ctx, size_t count, const std::vector<bool>& in
   return 0;
 }
 
-class PeerMemory : public ::testing::TestWithParam<int> {
+class SharedMemoryOn : public ::testing::Test {
  protected:
   void SetUp() override { setenv("OPENNEURON_SHAREABLE_MEMORY", "on", 1); }
   void TearDown() override { unsetenv("OPENNEURON_SHAREABLE_MEMORY"); }
 };
+class PeerMemory : public SharedMemoryOn, public ::testing::WithParamInterface<int> {};
 
 TEST_P(PeerMemory, AllReduceInPlace) {
   const int n = GetParam();
-  // Odd counts: the last rank's slice is short (or empty for tiny messages).
+  // An odd count: the last rank's slice is short.
   for (size_t count : {size_t{20'000}, size_t{250'001}}) {
     auto codes = run_ranks(n, [&](RankContext& ctx) {
       return reduce_and_check(ctx, count, std::vector<bool>(n, true), true);
@@ -81,6 +82,32 @@ TEST_P(PeerMemory, OneRankInPrivateMemoryStagesTheCall) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, PeerMemory, ::testing::Values(2, 3));
+
+// Rank 0 gives up waiting for rank 1 inside an in-place all_reduce: its buffer
+// may still be written by a peer, so the caller must not reuse it. A staged
+// call that fails the same way leaves no such doubt.
+TEST_F(SharedMemoryOn, AGiveUpInPlaceKeepsTheBuffer) {
+  for (bool in_device : {true, false}) {
+    auto codes = run_ranks(2, [&](RankContext& ctx) {
+      ctx.options.device = 0;
+      if (ctx.rank == 0) ctx.options.timeout = std::chrono::milliseconds(200);
+      auto comm = ShmCommunicator::create(ctx.rdv, ctx.options);
+      const size_t count = 100'000;
+      std::vector<float> host(count, 1.f);
+      void* data = host.data();
+      if (in_device) RANK_CHECK(onrt_malloc(0, count * sizeof(float), nullptr, &data) == ONRT_OK);
+      if (ctx.rank == 1) std::this_thread::sleep_for(std::chrono::milliseconds(600));
+      try {
+        comm->all_reduce(data, count, DType::Float32, ReduceOp::Sum);
+      } catch (const CollectiveError&) {
+        if (ctx.rank == 0) RANK_CHECK(comm->buffer_may_still_be_written() == in_device);
+        return 0;
+      }
+      return 1;  // both ranks must fail: 0 on its timeout, 1 on 0's abort
+    });
+    EXPECT_EQ(codes, zeros(2)) << (in_device ? "device memory" : "host memory");
+  }
+}
 
 TEST(PeerMemoryOff, NoRankMapsAPeer) {
   setenv("OPENNEURON_SHAREABLE_MEMORY", "off", 1);

@@ -24,7 +24,8 @@ extern "C" {
 typedef struct onrt_ipc_handle {
   int32_t pid;     /* the owning process */
   int32_t fd;      /* its descriptor of the core's shareable memory */
-  uint64_t inode;  /* identifies that memory (fd numbers are reused) */
+  uint64_t inode;  /* with dev, identifies that memory (fd numbers are reused) */
+  uint64_t dev;
   uint64_t bytes;  /* length of the shareable range */
   uint64_t offset; /* of the allocation, from the start of the range */
 } onrt_ipc_handle;

@@ -135,6 +135,11 @@ class ShmCommunicator {
   virtual bool peer_memory() const = 0;
   // Collectives that ran in place on the peers' memory so far.
   virtual uint64_t in_place_calls() const = 0;
+  // After an all_reduce failed: whether a peer may still write into its
+  // buffer (it was in place, and a peer still working on it when this rank gave
+  // up, say on a timeout, may write its slice later). The caller must then
+  // never reuse that memory.
+  virtual bool buffer_may_still_be_written() const = 0;
 
  protected:
   ShmCommunicator(int rank, int size) : rank_(rank), size_(size) {}

@@ -59,7 +59,9 @@ struct ProgramCache::Impl {
   CacheStats stats;
 };
 
-ProgramCache::ProgramCache() : impl_(std::make_unique<Impl>()) {}
+// The capacity is read here, not first under the cache's lock: a bad value
+// logs a warning, and a log sink may call into Python.
+ProgramCache::ProgramCache() : impl_(std::make_unique<Impl>()) { program_cache_capacity(); }
 
 ProgramCache& ProgramCache::global() {
   static ProgramCache* cache = new ProgramCache();  // outlives static destructors

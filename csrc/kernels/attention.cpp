@@ -51,9 +51,7 @@ template <class T>
 const float* as_float_tile(const View4& v, int64_t b, int64_t h, int64_t r0, int64_t rows,
                            int64_t cols, float* buf, int64_t& ld) {
   if constexpr (std::is_same_v<T, float>) {
-    // A single row's stride is arbitrary (a size-1 dim may have any stride)
-    // but the GEMM wants ld >= cols.
-    ld = rows == 1 ? cols : v.st[2];
+    ld = v.st[2];
     if (rows == 1 || ld >= cols) return v.row<float>(b, h, r0);
   }
   for (int64_t r = 0; r < rows; ++r) {
@@ -102,12 +100,18 @@ inline float exp_sum(float* x, int64_t n, float m) {
   return s;
 }
 
-// dnnl_sgemm is row-major: C = alpha * op(A) * op(B) + beta * C.
+// dnnl_sgemm is row-major: C = alpha * op(A) * op(B) + beta * C. A matrix
+// stored as a single row may come with any row stride (a size-1 dim of a
+// tensor has an arbitrary stride); oneDNN still wants ld >= its row length.
 inline bool gemm(char ta, char tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
                  int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
   if (m == 0 || n == 0) return true;
-  return dnnl_sgemm(ta, tb, m, n, k, alpha, a, std::max<int64_t>(lda, 1), b,
-                    std::max<int64_t>(ldb, 1), beta, c, std::max<int64_t>(ldc, 1)) == dnnl_success;
+  auto ld = [](int64_t ld, int64_t rows, int64_t cols) {
+    return std::max<int64_t>(rows == 1 ? std::max(ld, cols) : ld, 1);
+  };
+  const bool at = ta == 'T', bt = tb == 'T';
+  return dnnl_sgemm(ta, tb, m, n, k, alpha, a, ld(lda, at ? k : m, at ? m : k), b,
+                    ld(ldb, bt ? n : k, bt ? k : n), beta, c, ld(ldc, m, n)) == dnnl_success;
 }
 
 // Adds the mask and the causal limit to a score tile S[rows, Bk] whose first

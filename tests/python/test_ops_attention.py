@@ -113,6 +113,16 @@ def test_transposed_inputs_and_output_layout(neuron):
     assert out_n.transpose(1, 2).is_contiguous()
 
 
+def test_single_rows_with_a_short_row_stride(neuron):
+    """One query and one key whose size-1 dims have stride 1 (permuted from [E, 1, 1, 1]):
+    a row's stride is below its width, which the GEMMs, forward and backward, must take."""
+    g = torch.Generator().manual_seed(5)
+    q, k, v = (rand(8, 1, 1, 1, gen=g).permute(1, 2, 3, 0) for _ in range(3))
+    assert q.stride() == (1, 1, 1, 1)
+    out_n, grads_n, out_c, grads_c = run_both(q, k, v)
+    compare(out_n, grads_n, out_c, grads_c, torch.float32)
+
+
 def test_fully_masked_row_matches_math(neuron):
     g = torch.Generator().manual_seed(5)
     q, k, v = rand(1, 2, 20, 16, gen=g), rand(1, 2, 30, 16, gen=g), rand(1, 2, 30, 16, gen=g)

@@ -18,19 +18,6 @@ namespace {
 
 constexpr size_t kAlign = size_t{2} << 20;
 
-// Reserves [p, p + size) again (PROT_NONE). True if it is reserved afterwards:
-// also when something is still mapped there (EEXIST: the old reservation).
-bool reserve(char* p, size_t size) {
-  void* r = mmap(p, size, PROT_NONE,
-                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
-  if (r == p) return true;
-  if (r != MAP_FAILED) {  // a kernel without MAP_FIXED_NOREPLACE placed it elsewhere
-    munmap(r, size);
-    return false;
-  }
-  return errno == EEXIST;
-}
-
 }  // namespace
 
 std::unique_ptr<IpcArena> IpcArena::create(int device, size_t bytes, std::string* error) {
@@ -72,7 +59,9 @@ IpcArena::IpcArena(int fd, uint64_t inode, uint64_t dev, char* base, size_t byte
 }
 
 IpcArena::~IpcArena() {
-  munmap(base_, bytes_);
+  // Only what the arena still holds: a range given up may belong to someone else now.
+  for (const auto* ranges : {&free_, &mapped_})
+    for (const auto& [off, len] : *ranges) munmap(base_ + off, len);
   close(fd_);
 }
 
@@ -94,12 +83,9 @@ void* IpcArena::map_segment(size_t size) {
     if (len > size) free_[off + size] = len - size;
     void* p = mmap(base_ + off, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd_,
                    static_cast<off_t>(off));
-    if (p == MAP_FAILED) {
-      // Some kernels drop the old mapping when MAP_FIXED fails: the range goes
-      // back to the free list only if it is still reserved (else never reused).
-      if (reserve(base_ + off, size)) release_range(off, size);
-      return nullptr;
-    }
+    // Some kernels drop the old mapping when MAP_FIXED fails, and another
+    // mapping may land in the gap: the range is given up, never reused.
+    if (p == MAP_FAILED) return nullptr;
     mapped_[off] = size;
     return p;
   }

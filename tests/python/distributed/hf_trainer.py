@@ -18,7 +18,7 @@ import torch.distributed as dist  # noqa: E402
 from datasets import Dataset  # noqa: E402
 from transformers import Trainer, TrainingArguments  # noqa: E402
 
-from common import RANK  # noqa: E402
+from common import RANK, say  # noqa: E402
 from hf_tiny import tiny_llama  # noqa: E402
 
 
@@ -52,12 +52,13 @@ def main():
     losses = [h["loss"] for h in trainer.state.log_history if "loss" in h]
     devices = sorted({str(p.device) for p in trainer.model.parameters()})
     wrapped = type(trainer.model_wrapped).__name__
-    print(f"rank {RANK}: world {args.world_size} initialized {dist.is_initialized()} "
-          f"backend {dist.get_backend() if dist.is_initialized() else None} "
-          f"distributed_type {trainer.accelerator.distributed_type} device {args.device} "
-          f"parameters {devices} wrapped {wrapped}", flush=True)
+    # One write per line (say): print's text and newline may interleave with the other rank's.
+    say(f"rank {RANK}: world {args.world_size} initialized {dist.is_initialized()} "
+        f"backend {dist.get_backend() if dist.is_initialized() else None} "
+        f"distributed_type {trainer.accelerator.distributed_type} device {args.device} "
+        f"parameters {devices} wrapped {wrapped}")
     if RANK == 0:
-        print("LOSSES " + json.dumps(losses), flush=True)
+        say("LOSSES " + json.dumps(losses))
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ import torch
 import torch.distributed as dist
 import torch.distributed._functional_collectives as fcol
 
-from common import finish, RANK, WORLD_SIZE, assert_close, device
+from common import finish, RANK, WORLD_SIZE, assert_close, device, say
 
 INTS = [torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64]
 FLOATS = [torch.float32, torch.bfloat16, torch.float16]
@@ -309,7 +309,7 @@ def main():
     check_subgroups()
     check_bad_calls()
     finish()
-    print(f"rank {RANK}: all collectives match", flush=True)
+    say(f"rank {RANK}: all collectives match")
 
 
 if __name__ == "__main__":

@@ -27,7 +27,7 @@ from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import fully_shard
 
-from common import finish, RANK, WORLD_SIZE, add_backend_args, init_training, run_checks
+from common import finish, RANK, WORLD_SIZE, add_backend_args, init_training, run_checks, say
 from train_fsdp2 import TinyLM, batch, loss_fn, make_opt
 
 
@@ -133,7 +133,7 @@ def load_phase(dev, ckpt):
     ref = torch.load(os.path.join(ckpt, "full.pt"), weights_only=True)
     assert_same(full_state(model, opt), ref)
     emb = model.emb.weight
-    print(f"rank {RANK}: embedding shard {tuple(emb.to_local().shape)} of {tuple(emb.shape)}", flush=True)
+    say(f"rank {RANK}: embedding shard {tuple(emb.to_local().shape)} of {tuple(emb.shape)}")
 
 
 def main():

@@ -20,7 +20,7 @@ import sys
 import torch
 import torch.distributed as dist
 
-from common import RANK, WORLD_SIZE, device
+from common import RANK, WORLD_SIZE, device, say
 
 
 def main(mode):
@@ -59,22 +59,22 @@ def main(mode):
             dist.all_reduce(t)
             expected = float(sum(range(WORLD_SIZE)))
             assert t.cpu().tolist() == [expected] * 3, t
-            print("OK", flush=True)
+            say("OK")
             dist.destroy_process_group()
             return
         else:
             raise SystemExit(f"unknown mode {mode}")
     except Exception as e:  # noqa: BLE001
-        print(f"ERROR: {type(e).__name__}: {e}", flush=True)
+        say(f"ERROR: {type(e).__name__}: {e}")
         # A failed group cannot be used again; later calls say so at once.
         try:
             dist.all_reduce(torch.ones(1, device=dev))
             torch.neuron.synchronize()
-            print("LATER: no error", flush=True)
+            say("LATER: no error")
         except Exception as later:  # noqa: BLE001
-            print(f"LATER: {later}", flush=True)
+            say(f"LATER: {later}")
         return
-    print("OK", flush=True)
+    say("OK")
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ import torch.distributed as dist  # noqa: E402
 from accelerate import Accelerator  # noqa: E402
 from torch.utils.data import DataLoader, TensorDataset  # noqa: E402
 
+from common import say  # noqa: E402
 from hf_tiny import tiny_llama  # noqa: E402
 
 STEPS = 4
@@ -41,20 +42,20 @@ def main():
         if len(losses) == STEPS:
             break
     r = acc.process_index
-    print(f"rank {r}: distributed_type {acc.distributed_type} backend "
-          f"{dist.get_backend() if dist.is_initialized() else None} num_processes {acc.num_processes} "
-          f"device {acc.device} batches on {sorted(batch_devices)} "
-          f"model {type(model).__name__}", flush=True)
+    say(f"rank {r}: distributed_type {acc.distributed_type} backend "
+        f"{dist.get_backend() if dist.is_initialized() else None} num_processes {acc.num_processes} "
+        f"device {acc.device} batches on {sorted(batch_devices)} "
+        f"model {type(model).__name__}")
     assert len(losses) == STEPS and all(math.isfinite(v) for v in losses), losses
     assert losses[-1] < losses[0], losses
     flat = torch.cat([p.detach().reshape(-1) for p in acc.unwrap_model(model).parameters()])
     gathered = acc.gather(flat.unsqueeze(0))
     for i in range(1, gathered.shape[0]):
         assert torch.equal(gathered[i].cpu(), gathered[0].cpu()), f"rank {r}: parameters of rank {i} differ from rank 0's"
-    print(f"rank {r}: losses {losses}", flush=True)
-    print(f"rank {r}: PASS accelerate", flush=True)
+    say(f"rank {r}: losses {losses}")
+    say(f"rank {r}: PASS accelerate")
     acc.wait_for_everyone()  # as scripts do before rank 0 saves
-    print(f"rank {r}: PASS wait_for_everyone", flush=True)
+    say(f"rank {r}: PASS wait_for_everyone")
     acc.end_training()
 
 

@@ -23,7 +23,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from common import finish, RANK, WORLD_SIZE, add_backend_args, assert_close, init_training, run_checks
+from common import finish, RANK, WORLD_SIZE, add_backend_args, assert_close, init_training, run_checks, say
 
 STEPS = 10
 GLOBAL_BATCH = 16  # 4 ranks x 4 samples
@@ -74,8 +74,8 @@ def check_ddp(dev):
         assert_close(got, ref, f"loss at step {step}", **TOL)
     for k, v in net.state_dict().items():
         assert_close(v, ref_params[k], f"final {k}", **TOL)
-    print(f"rank {RANK}: ddp: losses {float(losses[0]):.6f} -> {float(losses[-1]):.6f} "
-          f"(reference {float(ref_losses[0]):.6f} -> {float(ref_losses[-1]):.6f})", flush=True)
+    say(f"rank {RANK}: ddp: losses {float(losses[0]):.6f} -> {float(losses[-1]):.6f} "
+        f"(reference {float(ref_losses[0]):.6f} -> {float(ref_losses[-1]):.6f})")
 
 
 def main():
@@ -91,8 +91,8 @@ def main():
     groups = {h: dist.new_group([r for r, k in enumerate(keys) if k == h]) for h in hosts}
     mine = groups[host_key()]
     local = [r for r, k in enumerate(keys) if k == host_key()]
-    print(f"rank {RANK}: host {host_key()} ranks {local} GLOO_SOCKET_IFNAME="
-          f"{os.environ.get('GLOO_SOCKET_IFNAME')}", flush=True)
+    say(f"rank {RANK}: host {host_key()} ranks {local} GLOO_SOCKET_IFNAME="
+        f"{os.environ.get('GLOO_SOCKET_IFNAME')}")
 
     def check_hosts():
         assert len(hosts) == 2, f"rank {RANK}: expected 2 host keys, got {keys}"

@@ -23,7 +23,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from common import finish, RANK, WORLD_SIZE, add_backend_args, assert_close, init_training, run_checks
+from common import finish, RANK, WORLD_SIZE, add_backend_args, assert_close, init_training, run_checks, say
 
 STEPS = 10
 GLOBAL_BATCH = 12  # divisible by 2 and 3 (and by 2 micro-batches per rank)
@@ -162,7 +162,7 @@ def check(dev, mode):
         v0 = v.to(dev).clone()
         dist.broadcast(v0, 0)
         assert_close(v0, v, f"{mode}: {k} differs from rank 0's")
-    print(f"rank {RANK}: {mode}: losses {float(losses[0]):.6f} -> {float(losses[-1]):.6f}", flush=True)
+    say(f"rank {RANK}: {mode}: losses {float(losses[0]):.6f} -> {float(losses[-1]):.6f}")
 
 
 def main():

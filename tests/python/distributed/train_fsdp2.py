@@ -37,7 +37,7 @@ from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 from torch.distributed.tensor import DTensor
 
-from common import finish, RANK, WORLD_SIZE, add_backend_args, assert_close, init_training, run_checks
+from common import finish, RANK, WORLD_SIZE, add_backend_args, assert_close, init_training, run_checks, say
 
 STEPS = 10
 VOCAB, DIM, SEQ, GLOBAL_BATCH = 32, 16, 8, 4
@@ -159,8 +159,8 @@ def check(dev, bf16, reshard):
             atol = 1e-2 * r.abs().max().item()
             assert_close(grads[k], r, f"{name}: step 0 gradient of {k}", rtol=2 ** -6, atol=atol)
         got, ref = torch.stack(losses), torch.stack(ref_losses)
-        print(f"rank {RANK}: {name}: |loss - bf16 reference| per step "
-              f"{[f'{d:.1e}' for d in (got - ref).abs().tolist()]}", flush=True)
+        say(f"rank {RANK}: {name}: |loss - bf16 reference| per step "
+            f"{[f'{d:.1e}' for d in (got - ref).abs().tolist()]}")
         assert_close(got[0], ref[0], f"{name}: loss at step 0", rtol=0, atol=1e-6)
         assert_close(got, ref, f"{name}: losses", rtol=0, atol=BF16_TOL)
     else:
@@ -170,7 +170,7 @@ def check(dev, bf16, reshard):
             assert_close(g, r, f"{name}: loss at step {step}", **TOL)
         for k in ref_params:
             assert_close(params[k], ref_params[k], f"{name}: final {k}", **TOL)
-    print(f"rank {RANK}: {name}: losses {float(losses[0]):.5f} -> {float(losses[-1]):.5f}", flush=True)
+    say(f"rank {RANK}: {name}: losses {float(losses[0]):.5f} -> {float(losses[-1]):.5f}")
 
 
 def main():

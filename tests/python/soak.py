@@ -1,6 +1,6 @@
 """Soak: a long, seeded loop of what a long job does on neuron, then a check that each
-process came back to where it stood after its warm-up: resident memory, device memory,
-open file descriptors, threads.
+process came back to where it stood after its warm-up: private resident memory, device
+memory, open file descriptors, threads.
 
     python tests/python/soak.py --seconds 1800 --seed 7            # half an hour
     python tests/python/soak.py --seconds 120 --phases alloc,eager   # bisect by phase
@@ -44,7 +44,9 @@ import openneuron
 
 MIB = 1 << 20
 
-# Resident memory may grow this much between the baseline (after the warm-up) and the end
+# Private resident memory (RssAnon + RssFile: VmRSS without RssShmem, which holds the
+# memfd-backed device memory of ranks that share it and the pages of peers' memory they
+# touched; device memory is checked exactly below) may grow this much between the baseline (after the warm-up) and the end
 # of the loop, however long: over ten times the noise of long runs (docs/architecture.md),
 # yet small enough that 1 KiB kept per "alloc" step fails CI's 30 s run; a bound that does
 # not grow with time makes a long run catch a few bytes per iteration.
@@ -64,7 +66,7 @@ _libc = ctypes.CDLL("libc.so.6")
 
 
 def proc_status(field: str) -> int:
-    """A number of /proc/self/status (VmRSS in kB, Threads)."""
+    """A number of /proc/self/status (RssAnon in kB, Threads)."""
     with open("/proc/self/status") as f:
         for line in f:
             if line.startswith(field + ":"):
@@ -89,7 +91,7 @@ def settle() -> None:
 @dataclass
 class Snapshot:
     seconds: float
-    rss: int  # bytes
+    rss: int  # private resident bytes (RssAnon + RssFile)
     fds: int
     threads: int
     allocated: int  # device bytes
@@ -110,7 +112,8 @@ class Snapshot:
 
 def snapshot(start: float) -> Snapshot:
     stats = torch.neuron.memory_stats()
-    return Snapshot(seconds=time.monotonic() - start, rss=proc_status("VmRSS") * 1024,
+    return Snapshot(seconds=time.monotonic() - start,
+                    rss=(proc_status("RssAnon") + proc_status("RssFile")) * 1024,
                     fds=open_fds(), threads=proc_status("Threads"),
                     allocated=stats["allocated_bytes.all.current"],
                     allocations=stats["allocation.all.current"],

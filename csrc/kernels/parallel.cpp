@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "openneuron/device_access.h"
 #include "openneuron/host_contention.h"
 #include "openneuron/kernels/kernels.h"
 
@@ -155,7 +156,11 @@ class Pool {
       const int64_t n = n_, chunks = chunks_;
       const int want = want_;
       lk.unlock();
+      // A pool thread may have been started outside runtime work (protected
+      // device memory locks it out then); its tasks are always device work.
+      const unsigned access = onrt_device_access_begin();
       work(fn, n, chunks, seat, want);
+      onrt_device_access_end(access);
       if (busy_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
         std::lock_guard<std::mutex> g(mu_);
         done_cv_.notify_all();

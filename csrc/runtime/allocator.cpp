@@ -14,6 +14,7 @@
 #include <shared_mutex>
 #include <vector>
 
+#include "protect.h"
 #include "status.h"
 #include "stream.h"
 
@@ -200,6 +201,7 @@ bool CachingAllocator::new_segment(int pool, size_t size, Stream* stream, Block*
                 -1, 0);
     if (base == MAP_FAILED) return false;
   }
+  protect_device_range(base, size);
   if (size >= kHugePage) madvise(base, size, MADV_HUGEPAGE);
   auto* b = new Block(static_cast<char*>(base), size, stream, pool);
   segments_[reinterpret_cast<uintptr_t>(base)] = b;

@@ -243,6 +243,16 @@ onrt_status parse_config(const EnvLookup& env, uint64_t host_memory_bytes, Confi
       return ONRT_ERROR_INVALID_CONFIG;
     }
   }
+  if (const char* c = env("OPENNEURON_PROTECT_MEMORY"); c != nullptr && !trim(c).empty()) {
+    const std::string v = trim(c);
+    if (v == "on" || v == "1") {
+      cfg.protect_memory = true;
+    } else if (v != "off" && v != "0") {
+      *error =
+          strprintf("OPENNEURON_PROTECT_MEMORY='%s' is invalid: expected 1 (on) or 0 (off)", c);
+      return ONRT_ERROR_INVALID_CONFIG;
+    }
+  }
   *out = std::move(cfg);
   return ONRT_OK;
 }

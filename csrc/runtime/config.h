@@ -37,6 +37,7 @@ struct Config {
   double watchdog_seconds = 300;  // a waited-for stream idle this long is reported; 0 = off
   ContentionMode contention = ContentionMode::kAuto;
   SharingMode sharing = SharingMode::kOnRequest;
+  bool protect_memory = false;  // OPENNEURON_PROTECT_MEMORY (protect.h)
 };
 
 // Returns the variable's value or nullptr when unset.

@@ -11,6 +11,7 @@
 #include <mutex>
 #include <thread>
 
+#include "protect.h"
 #include "spin.h"
 
 namespace openneuron::runtime {
@@ -89,7 +90,10 @@ class DmaQueues {
       if (left_ == 0) continue;  // the caller finished before this helper woke
       ++active_;
       lk.unlock();
-      run_slices();
+      {
+        const DeviceAccess access;
+        run_slices();
+      }
       lk.lock();
       if (--active_ == 0 && left_ == 0) done_cv_.notify_all();
     }

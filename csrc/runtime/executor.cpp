@@ -5,6 +5,7 @@
 #include "dma.h"
 #include "event.h"
 #include "program.h"
+#include "protect.h"
 #include "status.h"
 #include "stream.h"
 #include "trace.h"
@@ -28,6 +29,7 @@ const char* copy_kind_name(onrt_copy_kind kind) {
 }  // namespace
 
 bool execute_item(const Stream& stream, WorkItem& item, bool skip, std::string* error) {
+  const DeviceAccess access;  // runtime work: device memory is open to this thread
   switch (item.kind) {
     case WorkKind::kProgram: {
       Program* p = item.launch.program;

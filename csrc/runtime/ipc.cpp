@@ -14,6 +14,7 @@
 #include <mutex>
 #include <tuple>
 
+#include "protect.h"
 #include "status.h"
 
 using namespace openneuron::runtime;
@@ -74,6 +75,7 @@ onrt_status onrt_ipc_open(const onrt_ipc_handle* h, void** base) {
     return failf(ONRT_ERROR_UNSUPPORTED, "onrt_ipc_open: mapping %s: %s",
                  format_size(h->bytes).c_str(), std::strerror(err));
   }
+  protect_device_range(p, h->bytes);
   m.by_range[key] = PeerMapping{p, static_cast<size_t>(h->bytes), 1};
   *base = p;
   return ONRT_OK;

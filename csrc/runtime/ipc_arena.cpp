@@ -10,6 +10,7 @@
 #include <cstring>
 #include <iterator>
 
+#include "protect.h"
 #include "status.h"
 
 namespace openneuron::runtime {
@@ -86,6 +87,7 @@ void* IpcArena::map_segment(size_t size) {
     // Some kernels drop the old mapping when MAP_FIXED fails, and another
     // mapping may land in the gap: the range is given up, never reused.
     if (p == MAP_FAILED) return nullptr;
+    protect_device_range(p, size);
     mapped_[off] = size;
     return p;
   }

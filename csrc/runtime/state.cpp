@@ -10,6 +10,7 @@
 #include "allocator.h"
 #include "contention.h"
 #include "log.h"
+#include "protect.h"
 #include "status.h"
 #include "stream.h"
 #include "wait_policy.h"
@@ -42,7 +43,9 @@ std::unique_ptr<Device> make_device(const Config& cfg, int index) {
   p.supports_fp8 = cfg.platform->supports_fp8 ? 1 : 0;
   p.supports_bf16 = 1;
   p.supports_fp16 = 1;
-  p.host_mapped = 1;  // a virtual core's memory is host memory
+  // A virtual core's memory is host memory, unless protected: then host code
+  // (the host library kernels among it) must go through the runtime.
+  p.host_mapped = cfg.protect_memory ? 0 : 1;
   dev->allocator = std::make_unique<CachingAllocator>(index, cfg.hbm_bytes_per_core);
   // Without the arena (no memfd, no address space) memory stays private and
   // the collectives stage copies instead: not a reason to fail initialisation.
@@ -65,6 +68,9 @@ onrt_status ensure_runtime_slow() {
   auto rt = std::make_unique<Runtime>();
   std::string error;
   if (load_config(&rt->config, &error) != ONRT_OK) {
+    return fail(ONRT_ERROR_INVALID_CONFIG, std::move(error));
+  }
+  if (rt->config.protect_memory && !enable_memory_protection(&error)) {
     return fail(ONRT_ERROR_INVALID_CONFIG, std::move(error));
   }
   for (size_t i = 0; i < rt->config.visible_cores.size(); ++i) {

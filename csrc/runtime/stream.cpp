@@ -12,6 +12,7 @@
 #include "counters.h"
 #include "log.h"
 #include "program.h"
+#include "protect.h"
 #include "spin.h"
 #include "status.h"
 #include "trace.h"
@@ -88,8 +89,12 @@ onrt_status Stream::submit(WorkItem&& item, bool blocking) {
                    launch ? item.launch.program->name() : std::string(), device_, id_,
                    item.call_id);
   }
+  // Under protected memory a program never runs on the caller: its kernels'
+  // OpenMP teams would be the caller's, whose threads cannot open device memory.
+  const bool on_worker = item.kind == WorkKind::kProgram && memory_protected();
   if (!blocking) {
-    if (item.kind == WorkKind::kProgram && launch_on_caller(item.launch.program->last_run_ns())) {
+    if (item.kind == WorkKind::kProgram && !on_worker &&
+        launch_on_caller(item.launch.program->last_run_ns())) {
       std::unique_lock<std::mutex> lock(mu_);
       if (queue_.empty() && !busy_) return run_here_locked(std::move(item), lock, false);
     }
@@ -97,6 +102,12 @@ onrt_status Stream::submit(WorkItem&& item, bool blocking) {
     return ONRT_OK;
   }
   std::unique_lock<std::mutex> lock(mu_);
+  if (on_worker) {
+    lock.unlock();
+    wait_until(push(std::move(item)));
+    lock.lock();
+    return take_error_locked(lock);
+  }
   if (!queue_.empty() || busy_) {
     // Drain, then run here: one hand-off fewer than queueing the item, and a
     // device-to-host copy lands in the caller's cache. Only if other threads

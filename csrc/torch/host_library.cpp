@@ -9,20 +9,25 @@
 // outputs are copied once into device memory. The kernel runs on the calling thread
 // (PyTorch's intra-op pool, never oversubscribing the engines' pool) in stream order.
 //
+// Where host code cannot address device memory (OPENNEURON_PROTECT_MEMORY=1, or
+// a real device), each device storage the op touches is copied to the host
+// whole instead, and copied back if the op writes it: slower, same semantics.
+//
 // Such ops are counted per op (openneuron.library_stats()) and reported as
 // "native (library)" by the conformance harness, apart from our own lowerings.
 // Random ops get a CPU generator seeded from the device generator (see
 // host_generator). Tensors on two devices (CPU scalars excepted) raise PyTorch's
 // device-mismatch error. Calls this cannot run in place take the CPU fallback
 // (fallback.cpp), warned about and counted as before: a CPU generator given to a
-// device op, host tensors where PyTorch allows them (x[cpu_index]), ops that change
-// storages, and devices whose memory the host cannot address.
+// device op, host tensors where PyTorch allows them (x[cpu_index]), and ops that
+// change storages.
 // OPENNEURON_HOST_LIBRARY=0 sends every such op to the CPU fallback instead.
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/core/CPUAllocator.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <map>
@@ -90,8 +95,24 @@ namespace {
 struct Alias {
   at::Tensor device;
   at::Tensor host;
-  const void* bytes;  // the device storage's bytes, to tell whether the host one moved
+  const void* bytes;  // the host storage's bytes as given, to tell whether they moved
+  bool staged;        // the host storage is a copy of the device one, not an alias
+  bool written;       // an argument the op writes (schema alias info)
 };
+
+// A host copy of t's whole device storage with t's geometry: the host library's
+// stand-in for an alias where host code cannot address the device's memory.
+at::Tensor host_copy_of(const at::Tensor& t) {
+  const c10::Storage& s = t.storage();
+  c10::Allocator* cpu = c10::GetCPUAllocator();
+  c10::Storage h(c10::Storage::use_byte_size_t(), s.nbytes(), cpu->allocate(s.nbytes()), cpu,
+                 /*resizable=*/true);
+  if (s.nbytes() > 0) {
+    ONRT_CHECK(onrt_memcpy(h.mutable_data(), s.data(), s.nbytes(), ONRT_COPY_DEVICE_TO_HOST,
+                           current_runtime_stream(t.device().index())));
+  }
+  return host_alias_on(t, std::move(h));
+}
 
 // The arguments of one call, rewritten to host aliases.
 class AliasedCall {
@@ -102,6 +123,8 @@ class AliasedCall {
   bool alias_arguments(const c10::FunctionSchema& schema, torch::jit::Stack* stack, size_t first) {
     std::vector<size_t> generators;
     for (size_t i = 0; i < schema.arguments().size(); ++i) {
+      const c10::AliasInfo* info = schema.arguments()[i].alias_info();
+      writing_ = info != nullptr && info->isWrite();
       if (is_generator(schema.arguments()[i].real_type())) {
         generators.push_back(first + i);
       } else if (!alias_value((*stack)[first + i])) {
@@ -124,6 +147,7 @@ class AliasedCall {
   // Results of in-place and out= arguments back into the device tensors: in
   // place when the kernel kept the bytes, else (an out= it had to grow) copied.
   void write_back() {
+    copy_back_staged();
     for (Alias& a : aliases_) {
       c10::TensorImpl* dev = a.device.unsafeGetTensorImpl();
       const at::Tensor& h = a.host;
@@ -143,6 +167,24 @@ class AliasedCall {
         a.device.as_strided_(h.sizes(), h.strides());
       }
       a.device.copy_(h);
+    }
+  }
+
+  // Staged storages an argument the op writes lives in go back whole to the
+  // device (once each: views of one storage share one host copy); ones the
+  // kernel moved (an out= it grew) are copied below like aliased ones.
+  void copy_back_staged() {
+    std::vector<const void*> done;
+    for (const Alias& a : aliases_) {
+      if (!a.staged || a.host.storage().data() != a.bytes) continue;
+      bool written = false;
+      for (const Alias& b : aliases_) written = written || (b.written && b.bytes == a.bytes);
+      if (!written || std::find(done.begin(), done.end(), a.bytes) != done.end()) continue;
+      done.push_back(a.bytes);
+      const c10::Storage& d = a.device.storage();
+      if (d.nbytes() == 0) continue;
+      ONRT_CHECK(onrt_memcpy(d.mutable_data(), a.bytes, d.nbytes(), ONRT_COPY_HOST_TO_DEVICE,
+                             current_runtime_stream(device_)));
     }
   }
 
@@ -215,7 +257,6 @@ class AliasedCall {
     if (!d.is_privateuseone()) return false;
     const c10::DeviceIndex index = d.has_index() ? d.index() : current_device();
     if (device_ >= 0 && index != device_) mismatch(c10::Device(d.type(), index));
-    if (device_ < 0 && !host_mapped(index)) return false;
     device_ = index;
     v = c10::Device(c10::kCPU);
     return true;
@@ -237,10 +278,11 @@ class AliasedCall {
     }
     const c10::DeviceIndex index = t.device().index();
     if (device_ >= 0 && index != device_) mismatch(t.device());
-    if (device_ < 0 && !host_mapped(index)) return false;
+    if (device_ < 0) staged_ = !host_mapped(index);
     device_ = index;
-    for (const Alias& a : aliases_) {  // the same tensor twice shares one alias
+    for (Alias& a : aliases_) {  // the same tensor twice shares one alias
       if (a.device.is_same(t)) {
+        a.written = a.written || writing_;
         slot = a.host;
         return true;
       }
@@ -254,8 +296,8 @@ class AliasedCall {
         break;
       }
     }
-    if (!h.defined()) h = host_alias(t);
-    aliases_.push_back({t, h, t.storage().data()});
+    if (!h.defined()) h = staged_ ? host_copy_of(t) : host_alias(t);
+    aliases_.push_back({t, h, h.storage().data(), staged_, writing_});
     slot = h;
     return true;
   }
@@ -302,6 +344,8 @@ class AliasedCall {
   const std::string& op_name_;
   std::vector<Alias> aliases_;
   c10::DeviceIndex device_ = -1;
+  bool staged_ = false;   // host code cannot address the device's memory (host_copy_of)
+  bool writing_ = false;  // the argument being aliased is one the op writes
   std::optional<c10::Device> other_device_;
 };
 
@@ -309,10 +353,13 @@ class AliasedCall {
 
 void host_copy(const at::Tensor& dst, const at::Tensor& src) {
   const c10::DeviceIndex index = dst.device().index();
-  TORCH_CHECK_NOT_IMPLEMENTED(host_mapped(index), "neuron: no device copy from ", src.scalar_type(),
-                              " to ", dst.scalar_type(), " and the host cannot address ",
-                              dst.device(), "'s memory");
   capture_unsupported("a copy the device cannot convert (run on the host)");
+  if (!host_mapped(index)) {
+    // Staged: converted on the host between two copies of one dtype each,
+    // which the copy engine covers.
+    dst.copy_(src.cpu().to(dst.scalar_type()));
+    return;
+  }
   ONRT_CHECK(onrt_stream_synchronize(current_runtime_stream(index)));
   host_alias(dst).copy_(host_alias(src));
 }

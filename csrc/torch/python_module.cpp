@@ -39,6 +39,7 @@ py::dict device_properties(int index) {
   d["supports_fp8"] = static_cast<bool>(p.supports_fp8);
   d["supports_bf16"] = static_cast<bool>(p.supports_bf16);
   d["supports_fp16"] = static_cast<bool>(p.supports_fp16);
+  d["host_mapped"] = static_cast<bool>(p.host_mapped);
   return d;
 }
 

@@ -114,6 +114,9 @@ class NeuronDeviceProperties:
     supports_fp8: bool
     supports_bf16: bool
     supports_fp16: bool
+    # Whether host code may address the device's memory directly (a virtual core's
+    # memory is host memory); False under OPENNEURON_PROTECT_MEMORY=1.
+    host_mapped: bool
 
 
 def get_device_properties(device: Any = None) -> NeuronDeviceProperties:

@@ -214,6 +214,20 @@ TEST(ConfigTest, SharingMode) {
   EXPECT_NE(err.find("OPENNEURON_SHAREABLE_MEMORY='yes'"), std::string::npos) << err;
 }
 
+TEST(ConfigTest, ProtectMemory) {
+  Config cfg;
+  std::string err;
+  ASSERT_EQ(parse(Env{}, &cfg, &err), ONRT_OK) << err;
+  EXPECT_FALSE(cfg.protect_memory);
+  ASSERT_EQ(parse(Env{{{"OPENNEURON_PROTECT_MEMORY", " 1 "}}}, &cfg, &err), ONRT_OK) << err;
+  EXPECT_TRUE(cfg.protect_memory);
+  ASSERT_EQ(parse(Env{{{"OPENNEURON_PROTECT_MEMORY", "off"}}}, &cfg, &err), ONRT_OK) << err;
+  EXPECT_FALSE(cfg.protect_memory);
+  EXPECT_EQ(parse(Env{{{"OPENNEURON_PROTECT_MEMORY", "yes"}}}, &cfg, &err),
+            ONRT_ERROR_INVALID_CONFIG);
+  EXPECT_NE(err.find("OPENNEURON_PROTECT_MEMORY='yes' is invalid"), std::string::npos) << err;
+}
+
 TEST(ConfigTest, HostMemoryIsKnown) { EXPECT_GT(host_physical_memory(), 0u); }
 
 TEST(ConfigTest, WatchdogSeconds) {

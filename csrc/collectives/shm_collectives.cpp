@@ -34,6 +34,15 @@ bool reducible(DType d, ReduceOp op) {
   }
 }
 
+// A complex sum is the sum of the real and imaginary parts: the same reduction
+// over twice as many floats (c10d views complex tensors as real for SUM too).
+void sum_complex_as_real(DType* dtype, size_t* count, ReduceOp op) {
+  if (*dtype == DType::Complex64 && op == ReduceOp::Sum) {
+    *dtype = DType::Float32;
+    *count *= 2;
+  }
+}
+
 kernels::BufferReduce buffer_op(ReduceOp op) { return static_cast<kernels::BufferReduce>(op); }
 
 // Elements of one rank's slice per round: a multiple of 16 (64-byte aligned
@@ -46,6 +55,7 @@ size_t slice_capacity(size_t chunk, size_t es, int size) {
 }  // namespace
 
 void ShmCommunicatorImpl::reduce_impl(char* data, size_t count, DType dtype, ReduceOp op, int root) {
+  sum_complex_as_real(&dtype, &count, op);
   const bool all = root < 0;
   const size_t es = dtype_size(dtype);
   const size_t bytes = count * es;
@@ -190,6 +200,7 @@ void ShmCommunicatorImpl::all_gather(const void* input_v, size_t bytes, void* co
 void ShmCommunicatorImpl::reduce_scatter(const void* const* inputs, void* output_v, size_t count,
                                          DType dtype, ReduceOp op) {
   guarded([&] {
+    sum_complex_as_real(&dtype, &count, op);
     const size_t es = dtype_size(dtype);
     begin(CollectiveKind::ReduceScatter, static_cast<uint8_t>(dtype), static_cast<uint8_t>(op), -1,
           count * es);
@@ -203,7 +214,8 @@ void ShmCommunicatorImpl::reduce_scatter(const void* const* inputs, void* output
     size_t off = 0;
     do {
       const size_t m = std::min(count - off, cap);
-      for (int j : others_) copy(stage(r) + j * cap * es, static_cast<const char*>(inputs[j]) + off * es, m * es);
+      for (int j : others_)
+        copy(stage(r) + j * cap * es, static_cast<const char*>(inputs[j]) + off * es, m * es);
       sync();
       for (int j = 0; j < n; ++j) {
         srcs[j] = j == r ? static_cast<const char*>(inputs[r]) + off * es : stage(j) + r * cap * es;

@@ -100,6 +100,9 @@ std::function<void()> scale_epilogue(const Reduction& r, at::Tensor out, int siz
     return [out, size]() mutable {
       if (at::isIntegralType(out.scalar_type(), /*includeBool=*/true)) {
         out.div_(size, "trunc");
+      } else if (out.is_complex()) {
+        // Each part divided, as for the complex tensors c10d hands over as real.
+        at::view_as_real(out).div_(size);
       } else {
         out.div_(size);
       }

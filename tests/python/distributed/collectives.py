@@ -18,6 +18,7 @@ from common import finish, RANK, WORLD_SIZE, assert_close, device, say
 
 INTS = [torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64]
 FLOATS = [torch.float32, torch.bfloat16, torch.float16]
+COMPLEX = [torch.complex64]  # SUM and AVG, as c10d defines them for complex
 SIZES = [1, 7, 1000, 70_001]  # 70_001 float32 spans several rounds of a 64 KiB chunk
 # Beyond 64 KiB in every dtype: all_reduce works in place on the peers' memory.
 LARGE = 40_000
@@ -28,6 +29,8 @@ def data(rank, n, dtype, salt=0):
     g = torch.Generator().manual_seed(1000 * rank + 17 * n + salt)
     if dtype == torch.bool:
         return torch.rand(n, generator=g) > 0.5
+    if dtype.is_complex:
+        return torch.complex(torch.rand(n, generator=g) * 4 - 2, torch.rand(n, generator=g) * 4 - 2)
     if dtype.is_floating_point:
         return (torch.rand(n, generator=g) * 4 - 2).to(dtype)
     lo = 0 if dtype == torch.uint8 else -3
@@ -54,12 +57,16 @@ def reference_reduce(inputs, op, dtype):
     elif op == dist.ReduceOp.BXOR:
         out = functools.reduce(operator.xor, acc)
     out = out.to(dtype)
-    if op == dist.ReduceOp.AVG:
+    if op == dist.ReduceOp.AVG and dtype.is_complex:  # each part divided, as c10d views complex as real
+        out = torch.view_as_complex(torch.view_as_real(out) / WORLD_SIZE)
+    elif op == dist.ReduceOp.AVG:
         out = out / WORLD_SIZE if dtype.is_floating_point else torch.div(out, WORLD_SIZE, rounding_mode="trunc")
     return out
 
 
 def ops_for(dtype):
+    if dtype.is_complex:
+        return [dist.ReduceOp.SUM, dist.ReduceOp.AVG]
     if dtype == torch.bool:
         return [dist.ReduceOp.SUM, dist.ReduceOp.MIN, dist.ReduceOp.MAX]
     ops = [dist.ReduceOp.SUM, dist.ReduceOp.PRODUCT, dist.ReduceOp.MIN, dist.ReduceOp.MAX]
@@ -296,7 +303,7 @@ def main():
         # No backend named: the default for device type neuron, bound to this core.
         dist.init_process_group(device_id=device())
     assert torch.neuron.current_device() == device().index
-    for dtype in FLOATS + INTS + [torch.bool]:
+    for dtype in FLOATS + COMPLEX + INTS + [torch.bool]:
         for n in (SIZES if dtype == torch.float32 else SIZES[:3] + [LARGE]):
             check_reductions(dtype, n)
             check_data_movement(dtype, n)

@@ -6,11 +6,13 @@
 // core on the pool PyTorch-style work already uses: no second team of library
 // threads that wakes on each call or spins after it, stealing the cores from
 // whatever runs next.
+#include "gemm_blis.h"
+
 #include <blis.h>
 
 #include <algorithm>
+#include <vector>
 
-#include "gemm_blis.h"
 #include "parallel.h"
 
 namespace openneuron::kernels::detail {
@@ -44,16 +46,38 @@ struct Plan {
 // loses clearly for mid-size ones (32x3072x768: 4.9 vs 2.9 ms on zen3).
 bool wants_packed(int64_t m, int64_t n, int64_t k) { return m >= 32 && n >= 128 && k >= 128; }
 
+// C (m x n, strides rc, cc) = alpha A B + beta C for A, B at the given offsets.
+void sgemm(const Plan& pl, int64_t m, int64_t n, int64_t k, const float* a, const float* b,
+           float* c, int64_t rc, int64_t cc, float alpha, float beta) {
+  rntm_t rntm = BLIS_RNTM_INITIALIZER;
+  if (wants_packed(m, n, k)) bli_rntm_disable_l3_sup(&rntm);
+  bli_sgemm_ex(BLIS_NO_TRANSPOSE, BLIS_NO_TRANSPOSE, m, n, k, &alpha, const_cast<float*>(a),
+               pl.rs[0], pl.cs[0], const_cast<float*>(b), pl.rs[1], pl.cs[1], &beta, c, rc, cc,
+               nullptr, &rntm);
+}
+
 void run_block(const GemmParams& p, const Plan& pl, char* a, char* b, char* c, int64_t m0, int64_t m1,
                int64_t n0, int64_t n1, float alpha, float beta) {
   const int64_t m = m1 - m0, n = n1 - n0;
-  float* ap = reinterpret_cast<float*>(a) + m0 * pl.rs[0];
-  float* bp = reinterpret_cast<float*>(b) + n0 * pl.cs[1];
+  const float* ap = reinterpret_cast<float*>(a) + m0 * pl.rs[0];
+  const float* bp = reinterpret_cast<float*>(b) + n0 * pl.cs[1];
   float* cp = reinterpret_cast<float*>(c) + m0 * pl.rs[2] + n0 * pl.cs[2];
-  rntm_t rntm = BLIS_RNTM_INITIALIZER;
-  if (wants_packed(m, n, p.k)) bli_rntm_disable_l3_sup(&rntm);
-  bli_sgemm_ex(BLIS_NO_TRANSPOSE, BLIS_NO_TRANSPOSE, m, n, p.k, &alpha, ap, pl.rs[0], pl.cs[0], bp, pl.rs[1],
-               pl.cs[1], &beta, cp, pl.rs[2], pl.cs[2], nullptr, &rntm);
+  // BLIS 0.9's AVX2 sup kernels (haswell, zen*) skip a zero of B in the
+  // single-column edge of an odd-width C, so the NaN of inf * 0 is lost there
+  // (BLAS gemv skips zeros the same way); even widths are right. So an odd
+  // width runs its even part in place and its last two columns into a
+  // two-column copy of C, of which the last goes back. (C arrives row-stored:
+  // lower_mm.cpp gives other layouts a temporary.)
+  if (n >= 3 && n % 2 == 1 && !wants_packed(m, n, p.k)) {
+    sgemm(pl, m, n - 1, p.k, ap, bp, cp, pl.rs[2], pl.cs[2], alpha, beta);
+    float* last = cp + (n - 1) * pl.cs[2];
+    std::vector<float> pair(static_cast<size_t>(2 * m));
+    for (int64_t i = 0; i < m; ++i) pair[2 * i + 1] = last[i * pl.rs[2]];
+    sgemm(pl, m, 2, p.k, ap, bp + (n - 2) * pl.cs[1], pair.data(), 2, 1, alpha, beta);
+    for (int64_t i = 0; i < m; ++i) last[i * pl.rs[2]] = pair[2 * i + 1];
+    return;
+  }
+  sgemm(pl, m, n, p.k, ap, bp, cp, pl.rs[2], pl.cs[2], alpha, beta);
 }
 
 }  // namespace

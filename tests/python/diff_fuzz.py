@@ -1878,12 +1878,6 @@ KNOWN_BUGS = {
         "x.addcmul_(x[0], x[0]) or x.lerp_(x.squeeze(0), 0.5) (x of shape (1, 3)): the CPU raises 'unsupported "
         "operation: some elements of the input tensor and the written-to tensor refer to a single memory "
         "location', neuron returns (add_ and mul_ raise)"),
-    "mm-odd-n-nan-tail": Difference(
-        ("matmul", "mm", "bmm", "addmm", "baddbmm", "linear", "out="), r"CPU nan",
-        "a matmul with M >= 2 and an odd N >= 3, K = 1 or A column-major, drops the NaN of inf * 0 (or NaN * 0) "
-        "from the result's last column: torch.mm(tensor([[nan], [1.]]), zeros(1, 3)) is [[nan, nan, 0], [0, 0, "
-        "0]] on neuron, [[nan, nan, nan], [0, 0, 0]] on the CPU; a = tensor([[inf, 1.], [inf, 1.]]).t()"
-        ".contiguous().t() @ tensor([[0., 0, 0], [1, 1, 1]]) has a last column of 1 on neuron, NaN on the CPU"),
     "std-overflow": Difference(
         ("std",), r"neuron -?inf, CPU",
         "std of values whose squares overflow float32 (|x| > 1.8e19): neuron inf (the variance accumulated in "

@@ -1,4 +1,4 @@
-"""Protected device memory (OPENNEURON_PROTECT_MEMORY=1, docs/reliability.md): device
+"""Protected device memory (OPENNEURON_PROTECT_MEMORY=1; README, docs/architecture.md): device
 memory is closed to host code outside runtime work, so a stray host read or write of a
 device tensor's data_ptr() faults at the culprit; what goes through the runtime works as
 without it. The mode is chosen when the runtime starts, so each case runs in a fresh

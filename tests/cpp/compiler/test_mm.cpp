@@ -116,6 +116,29 @@ TEST(Gemm, ZeroInnerDimAndLarge) {
   EXPECT_ALL_NEAR(z, ref_mm(x, y, 1, M, K, N), 1e-5, 1e-5);
 }
 
+// inf * 0 is NaN in every column, whatever the width, the layouts and the
+// BLIS kernel family (AVX2 sup kernels dropped it from odd-width edges).
+TEST(Gemm, InfTimesZeroIsNaNInEveryColumn) {
+  for (int64_t m : {2, 3, 7})
+    for (int64_t n : {3, 5, 9, 17})
+      for (int64_t kk : {1, 2, 5, 9})
+        for (int layout = 0; layout < 8; ++layout) {
+          auto a = layout & 1 ? transposed_view(DType::Float32, m, kk, 1)
+                              : HostTensor::make(DType::Float32, {m, kk}).randomize(1, -1, 1);
+          auto b = layout & 2 ? transposed_view(DType::Float32, kk, n, 2)
+                              : HostTensor::make(DType::Float32, {kk, n}).randomize(2, -1, 1);
+          auto out = layout & 4 ? HostTensor::make(DType::Float32, {m, n}, {1, m})
+                                : HostTensor::make(DType::Float32, {m, n});
+          a.set((m - 1) * kk + kk - 1, INFINITY);  // last row's last term: inf * 0
+          for (int64_t j = 0; j < n; ++j) b.set((kk - 1) * n + j, 0.0);
+          run_op(Op::Mm, {a.vt(), b.vt(), out.vt()}, 2, {a.arg(), b.arg(), out.arg()});
+          for (int64_t j = 0; j < n; ++j)
+            ASSERT_TRUE(std::isnan(out.get((m - 1) * n + j)))
+                << "m=" << m << " n=" << n << " k=" << kk << " layout=" << layout << " column "
+                << j;
+        }
+}
+
 TEST(Gemm, RejectsIntegerAndMismatchedShapes) {
   auto ia = HostTensor::make(DType::Int64, {2, 3}), ib = HostTensor::make(DType::Int64, {3, 4}),
        io = HostTensor::make(DType::Int64, {2, 4});

@@ -1,4 +1,4 @@
-// Graph construction and op names.
+// Graph construction, op names and the op table's fingerprint.
 #include "openneuron/compiler/graph.h"
 
 #include <stdexcept>
@@ -15,6 +15,18 @@ const char* op_name(Op op) {
 #undef OPENNEURON_OP_NAME
   }
   return "?";
+}
+
+uint64_t op_table_fingerprint() {
+  uint64_t h = 14695981039346656037ull;  // FNV-1a
+  auto mix = [&h](const char* s) {
+    for (; *s; ++s) h = (h ^ static_cast<unsigned char>(*s)) * 1099511628211ull;
+    h = (h ^ ',') * 1099511628211ull;
+  };
+#define OPENNEURON_OP_HASH(name) mix(#name);
+  OPENNEURON_FOR_EACH_OP(OPENNEURON_OP_HASH)
+#undef OPENNEURON_OP_HASH
+  return h;
 }
 
 ValueId Graph::add_input(const ValueType& type) {

@@ -193,6 +193,7 @@ PYBIND11_MODULE(_C, m) {
     downcasts().reset();
   });
   m.def("compile_cache_stats", &compile_cache_stats);
+  m.def("op_table_fingerprint", [] { return compiler::op_table_fingerprint(); });
   m.def("runtime_counters", &runtime_counters);
   // Per-program device time for `openneuron report`: totals only, no records,
   // so a long run costs a map update per launch. Reference counted in the

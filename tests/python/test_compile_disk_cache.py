@@ -52,6 +52,18 @@ def test_a_new_compilation_loads_the_recording_instead_of_recording(neuron, cach
     assert m["whole_graph_calls"] == 1 and m["op_by_op_calls"] == 0, m
 
 
+def test_a_build_with_another_op_table_misses_older_entries(neuron, cache_on, monkeypatch):
+    # Recordings name ops by number: another op table must not read them.
+    import openneuron
+    _first_call(neuron)
+    real = openneuron._C.op_table_fingerprint()
+    monkeypatch.setattr(openneuron._C, "op_table_fingerprint", lambda: real ^ 1)
+    got, want, m = _first_call(neuron)
+    assert torch.equal(got.cpu(), want.cpu())
+    assert m["disk_cache_hits"] == 0 and m["disk_cache_misses"] == 1, m
+    assert len(list((cache_on / "recordings").glob("*.rec"))) == 2
+
+
 @pytest.mark.parametrize("damage", ["truncate", "flip", "valid checksum, bad recording"])
 def test_a_corrupt_entry_is_reported_and_recorded_again(neuron, cache_on, damage):
     _first_call(neuron)

@@ -67,7 +67,7 @@ def entry_key(kind: str, code: str, device_inputs: list[torch.Tensor], host_key:
         layouts.append([str(t.dtype), list(t.shape), list(t.stride()), t.storage_offset(),
                         t.untyped_storage().nbytes(), t.device.index, shared])
     material = json.dumps([
-        MAGIC.decode(), openneuron.__version__, torch.__version__,
+        MAGIC.decode(), openneuron.__version__, torch.__version__, openneuron._C.op_table_fingerprint(),
         os.environ.get("OPENNEURON_FUSION", "1"), os.environ.get("OPENNEURON_PLATFORM", ""),
         kind, code, layouts, repr(host_key)])
     return hashlib.sha256(material.encode()).hexdigest()

@@ -287,6 +287,10 @@ enum class Op : uint16_t {
 };
 
 const char* op_name(Op op);
+// A hash of the op names in enum order. Graphs as bytes (graph_io.h) name ops
+// by number, so the on-disk cache keys its entries by this: an op added or
+// moved makes older entries miss instead of decoding as other ops.
+uint64_t op_table_fingerprint();
 
 enum class ValueKind : uint8_t {
   Tensor,

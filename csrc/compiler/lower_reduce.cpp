@@ -1,10 +1,11 @@
-// Lowering of Sum/Mean/Prod/Amax/Amin over a dim mask.
+// Lowering of Sum/Mean/Prod/Amax/Amin and Var/Std (of deviations) over a dim mask.
 #include "lowering.h"
 
 namespace openneuron::compiler::detail {
 
 void lower_reduce(LowerCtx& ctx) {
-  ctx.expect_counts(1, 1);
+  const bool moments = ctx.op() == Op::Var || ctx.op() == Op::Std;
+  ctx.expect_counts(moments ? 2 : 1, 1);
   kernels::ReduceOp rop;
   switch (ctx.op()) {
     case Op::Sum: rop = kernels::ReduceOp::Sum; break;
@@ -12,6 +13,12 @@ void lower_reduce(LowerCtx& ctx) {
     case Op::Prod: rop = kernels::ReduceOp::Prod; break;
     case Op::Amax: rop = kernels::ReduceOp::Amax; break;
     case Op::Amin: rop = kernels::ReduceOp::Amin; break;
+    case Op::Var:
+      rop = kernels::ReduceOp::Var;
+      break;
+    case Op::Std:
+      rop = kernels::ReduceOp::Std;
+      break;
     default: ctx.fail("not a reduction");
   }
   const Ref& in = ctx.in(0);
@@ -52,6 +59,7 @@ void lower_reduce(LowerCtx& ctx) {
   p.in = am.tensor(src);
   p.out = am.tensor(out);
   p.plan = kernels::make_reduce_plan(src.type, ot, static_cast<uint32_t>(mask));
+  if (moments) p.divisor = scalar_arg(ctx, am, ctx.in(1), "divisor");
   ctx.emit(op_name(ctx.op()), fn, p, am);
 }
 

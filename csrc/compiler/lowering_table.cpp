@@ -126,6 +126,8 @@ constexpr Entry kTable[] = {
     {Op::Prod, lower_reduce},
     {Op::Amax, lower_reduce},
     {Op::Amin, lower_reduce},
+    {Op::Var, lower_reduce},
+    {Op::Std, lower_reduce},
     // mm
     {Op::Mm, lower_mm},
     {Op::Addmm, lower_mm},

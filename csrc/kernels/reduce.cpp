@@ -1,7 +1,9 @@
 // Reductions over a set of dims. Float inputs accumulate in double, integers
 // in (wrapping) int64, so float32 sums match PyTorch CPU within ~1e-7 relative
-// regardless of order. Results do not depend on the thread count: long
-// reductions are split into fixed-size chunks whose partials combine in order.
+// regardless of order. Var/Std square deviations in double, as the CPU's
+// Welford accumulation does, so a float32 std never overflows. Results do not depend on the thread
+// count: long reductions are split into fixed-size chunks whose partials combine in order.
+#include <cmath>
 #include <limits>
 #include <vector>
 
@@ -34,7 +36,9 @@ struct Combine {
     else return A(0);
   }
   static A apply(A a, A b) {
-    if constexpr (R == ReduceOp::Sum || R == ReduceOp::Mean) return add_w(a, b);
+    if constexpr (R == ReduceOp::Sum || R == ReduceOp::Mean || R == ReduceOp::Var ||
+                  R == ReduceOp::Std)
+      return add_w(a, b);
     else if constexpr (R == ReduceOp::Prod) return mul_w(a, b);
     else if constexpr (R == ReduceOp::Amax) {
       if constexpr (std::is_floating_point_v<A>) return (a != a || b != b) ? a + b : (b > a ? b : a);
@@ -56,7 +60,15 @@ struct Reducer {
   static constexpr bool kFloatBlocks =
       std::is_same_v<compute_t<In>, float> && (R == ReduceOp::Sum || R == ReduceOp::Mean);
 
-  static A ld(const In* p) { return static_cast<A>(load(p)); }
+  static constexpr bool kSquares = R == ReduceOp::Var || R == ReduceOp::Std;
+
+  static A ld(const In* p) {
+    const A v = static_cast<A>(load(p));
+    if constexpr (kSquares)
+      return v * v;
+    else
+      return v;
+  }
 
   // One contiguous or strided run. A contiguous float or half sum goes through
   // float_row_sum (float blocks, see kFloatBlocks); other contiguous runs keep
@@ -136,9 +148,13 @@ struct Reducer {
 };
 
 template <class Out, class A>
-inline void put(Out* o, A v, ReduceOp r, int64_t count) {
+inline void put(Out* o, A v, ReduceOp r, int64_t count, double divisor) {
   if (r == ReduceOp::Mean) {
     store_cvt(o, static_cast<double>(v) / static_cast<double>(count));
+  } else if (r == ReduceOp::Var) {
+    store_cvt(o, static_cast<double>(v) / divisor);
+  } else if (r == ReduceOp::Std) {
+    store_cvt(o, std::sqrt(static_cast<double>(v) / divisor));
   } else {
     store_cvt(o, v);
   }
@@ -155,6 +171,7 @@ int reduce_entry(const void* params, const onrt_arg* args, char*, size_t) {
   const In* in = reinterpret_cast<const In*>(p.in.resolve(args));
   Out* out = reinterpret_cast<Out*>(p.out.resolve(args));
   const int64_t count = pl.reduce_numel;
+  const double divisor = Red::kSquares ? p.divisor.as_double(args) : 1.0;
 
   Dims rd, kd;
   for (int d = 0; d < pl.ndim; ++d) {
@@ -173,7 +190,7 @@ int reduce_entry(const void* params, const onrt_arg* args, char*, size_t) {
           off += (rem % kd.size[d]) * kd.out_stride[d];
           rem /= kd.size[d];
         }
-        put(out + off, Red::Cmb::init(), R, count);
+        put(out + off, Red::Cmb::init(), R, count, divisor);
       }
     };
     parallel_for(kd.numel, kGrain, body);
@@ -192,7 +209,7 @@ int reduce_entry(const void* params, const onrt_arg* args, char*, size_t) {
           ioff += x * kd.in_stride[d];
           ooff += x * kd.out_stride[d];
         }
-        put(out + ooff, Red::full(in + ioff, rd), R, count);
+        put(out + ooff, Red::full(in + ioff, rd), R, count, divisor);
       }
     };
     const int64_t grain = std::max<int64_t>(1, kGrain / std::max<int64_t>(count, 1));
@@ -252,7 +269,7 @@ int reduce_entry(const void* params, const onrt_arg* args, char*, size_t) {
         }
       }
       Out* o = out + ooff + j0 * kd.out_stride[0];
-      for (int64_t j = 0; j < nj; ++j) put(o + j * kd.out_stride[0], acc[j], R, count);
+      for (int64_t j = 0; j < nj; ++j) put(o + j * kd.out_stride[0], acc[j], R, count, divisor);
     }
   };
   const int64_t tasks = outer * blocks0;
@@ -266,6 +283,8 @@ onrt_kernel_fn pick(DType out, DType in) {
   return visit(in, [&](auto ti) -> onrt_kernel_fn {
     using I = typename decltype(ti)::type;
     if constexpr (!is_real9_v<I>) {
+      return nullptr;
+    } else if constexpr ((R == ReduceOp::Var || R == ReduceOp::Std) && !is_float_v<I>) {
       return nullptr;
     } else {
       return visit(out, [&](auto to) -> onrt_kernel_fn {
@@ -295,6 +314,12 @@ onrt_kernel_fn reduce_kernel(ReduceOp op, DType out, DType in) {
     case ReduceOp::Prod: return pick<ReduceOp::Prod>(out, in);
     case ReduceOp::Amax: return out == in ? pick<ReduceOp::Amax>(out, in) : nullptr;
     case ReduceOp::Amin: return out == in ? pick<ReduceOp::Amin>(out, in) : nullptr;
+    case ReduceOp::Var:
+      if (!is_floating(out) || !is_floating(in)) return nullptr;
+      return pick<ReduceOp::Var>(out, in);
+    case ReduceOp::Std:
+      if (!is_floating(out) || !is_floating(in)) return nullptr;
+      return pick<ReduceOp::Std>(out, in);
   }
   return nullptr;
 }

@@ -195,8 +195,10 @@ Tensor prod_all(const Tensor& self, std::optional<c10::ScalarType> dtype) {
 struct VarResult {
   Tensor var, mean;
 };
+// The deviations from the mean are squared and summed in double by Var/Std
+// (Std takes the root before narrowing), as the CPU's Welford accumulation is.
 VarResult var_mean_impl(const Tensor& self, at::OptionalIntArrayRef dims,
-                        const std::optional<at::Scalar>& correction, bool keepdim) {
+                        const std::optional<at::Scalar>& correction, bool keepdim, bool std_dev) {
   const auto dt = self.scalar_type();
   const c10::ScalarType acc = at::isReducedFloatingType(dt) ? c10::kFloat : dt;
   Tensor x = to_dtype_on_device(self, acc);
@@ -216,10 +218,9 @@ VarResult var_mean_impl(const Tensor& self, at::OptionalIntArrayRef dims,
     launch(Op::Sub,
            {tensor_operand(x), tensor_operand(mean.expand(self.sizes())), float_operand(1.0)},
            {tensor_operand(d)});
-    launch(Op::Mul, {tensor_operand(d), tensor_operand(d)}, {tensor_operand(d)});
-    launch(Op::Sum, {tensor_operand(d)}, {tensor_operand(sq)}, {plan.mask});
-    launch(Op::Div, {tensor_operand(sq), float_operand(std::max(0.0, static_cast<double>(n) - c))},
-           {tensor_operand(sq)});
+    launch(std_dev ? Op::Std : Op::Var,
+           {tensor_operand(d), float_operand(std::max(0.0, static_cast<double>(n) - c))},
+           {tensor_operand(sq)}, {plan.mask});
   }
   return {sq.view(plan.out_shape), mean.view(plan.out_shape)};
 }
@@ -236,9 +237,7 @@ Tensor& var_out(const Tensor& self, at::OptionalIntArrayRef dims,
                  keepdim, out);
     return out;
   }
-  VarResult r = var_mean_impl(self, dims, correction, keepdim);
-  Tensor v = r.var;
-  if (kStd) launch(Op::Sqrt, {tensor_operand(v)}, {tensor_operand(v)});
+  Tensor v = var_mean_impl(self, dims, correction, keepdim, kStd).var;
   at::native::resize_output(out, v.sizes());
   copy_on_device(out, v);
   return out;
@@ -258,8 +257,7 @@ std::tuple<Tensor, Tensor> var_mean_fn(const Tensor& self, at::OptionalIntArrayR
   }
   TORCH_CHECK(at::isFloatingType(self.scalar_type()), kStd ? "std_mean" : "var_mean",
               " only support floating point and complex dtypes");
-  VarResult r = var_mean_impl(self, dims, correction, keepdim);
-  if (kStd) launch(Op::Sqrt, {tensor_operand(r.var)}, {tensor_operand(r.var)});
+  VarResult r = var_mean_impl(self, dims, correction, keepdim, kStd);
   return {to_dtype_on_device(r.var, self.scalar_type()),
           to_dtype_on_device(r.mean, self.scalar_type())};
 }

@@ -1878,11 +1878,6 @@ KNOWN_BUGS = {
         "x.addcmul_(x[0], x[0]) or x.lerp_(x.squeeze(0), 0.5) (x of shape (1, 3)): the CPU raises 'unsupported "
         "operation: some elements of the input tensor and the written-to tensor refer to a single memory "
         "location', neuron returns (add_ and mul_ raise)"),
-    "std-overflow": Difference(
-        ("std",), r"neuron -?inf, CPU",
-        "std of values whose squares overflow float32 (|x| > 1.8e19): neuron inf (the variance accumulated in "
-        "float32), the CPU finite (accumulated in float64): torch.tensor([1e20, -1e20]).std() is 1.414e20 on "
-        "the CPU, inf on neuron"),
     "conv-padding-inf": Difference(("conv1d", "conv2d"), r"CPU nan",
                                    "convolution with an infinite weight over zero padding: the CPU nan "
                                    "(inf * 0), neuron skips the padding (conv1d([1,1,1], [-inf,0,0], padding=1)[0]:"

@@ -14,7 +14,7 @@ _BY_NAME = {
     "conv": {"Convolution", "ConvolutionBackwardInput", "ConvolutionBackwardWeight", "Conv"},
     "attention": {"Attention", "ScaledDotProductAttention", "Sdpa"},
     "norm": {"LayerNorm", "RmsNorm", "GroupNorm", "BatchNorm", "NormAll"},
-    "reduction": {"Sum", "Mean", "Prod", "Amax", "Amin", "ArgMax", "ArgMin", "Cumsum",
+    "reduction": {"Sum", "Mean", "Prod", "Amax", "Amin", "Var", "Std", "ArgMax", "ArgMin", "Cumsum",
                   "Cumprod", "Softmax", "LogSoftmax", "NllLoss", "Sort"},
     "copy": {"Copy", "Fill"},
     "elementwise": {

@@ -4,7 +4,8 @@
 namespace ontest {
 namespace {
 
-// Reference: reduce `in` (logical row-major) over dims in mask with `op`.
+// Reference: reduce `in` (logical row-major) over dims in mask with `op`
+// (Var/Std: sum of squares, before the division).
 std::vector<double> ref_reduce(const HostTensor& in, uint32_t mask, Op op) {
   const TensorType& t = in.type;
   std::vector<int64_t> osz(t.ndim);
@@ -26,6 +27,10 @@ std::vector<double> ref_reduce(const HostTensor& in, uint32_t mask, Op op) {
     const double v = in.get(i);
     switch (op) {
       case Op::Sum: case Op::Mean: acc[o] += v; break;
+      case Op::Var:
+      case Op::Std:
+        acc[o] += v * v;
+        break;
       case Op::Prod: acc[o] *= v; break;
       case Op::Amax: acc[o] = std::max(acc[o], v); break;
       case Op::Amin: acc[o] = std::min(acc[o], v); break;
@@ -123,6 +128,35 @@ TEST(Reduce, EmptyAndNaN) {
   auto mx = HostTensor::make(DType::Float32, {1});
   run_op(Op::Amax, {x.vt(), mx.vt()}, 1, {x.arg(), mx.arg()}, {1});
   EXPECT_TRUE(std::isnan(mx.get(0)));
+}
+
+TEST(Reduce, VarAndStdOfDeviationsSquareInDouble) {
+  auto in = HostTensor::make(DType::Float32, {4, 5, 6}).randomize(4, -2, 2);
+  for (Op op : {Op::Var, Op::Std})
+    for (uint32_t mask : {1u, 2u, 4u, 5u, 7u}) {  // row and column strategies
+      auto out = reduced_out(DType::Float32, in, mask);
+      run_op(op, {in.vt(), ValueType::scalar_float(), out.vt()}, 2,
+             {in.arg(), farg(3.0), out.arg()}, {mask});
+      auto r = ref_reduce(in, mask, op);
+      for (double& v : r) v = op == Op::Std ? std::sqrt(v / 3.0) : v / 3.0;
+      EXPECT_ALL_NEAR(out, r, 1e-6, 0);
+    }
+  // Squares beyond float32's range: Std stays finite (as the CPU's double
+  // accumulation), Var overflows only when narrowed.
+  auto big =
+      HostTensor::make(DType::Float32, {2}).fill_fn([](int64_t i) { return i ? -1e20 : 1e20; });
+  auto s = HostTensor::make(DType::Float32, {1});
+  run_op(Op::Std, {big.vt(), ValueType::scalar_float(), s.vt()}, 2, {big.arg(), farg(1.0), s.arg()},
+         {1});
+  EXPECT_NEAR(s.get(0), std::sqrt(2.0) * 1e20, 1e14);
+  run_op(Op::Var, {big.vt(), ValueType::scalar_float(), s.vt()}, 2, {big.arg(), farg(1.0), s.arg()},
+         {1});
+  EXPECT_TRUE(std::isinf(s.get(0)));
+  // No degrees of freedom (correction = n): sum / 0, as on the CPU.
+  run_op(Op::Var, {big.vt(), ValueType::scalar_float(), s.vt()}, 2, {big.arg(), farg(0.0), s.arg()},
+         {1});
+  EXPECT_TRUE(std::isinf(s.get(0)));
+  EXPECT_THROW(compile(Graph::single_op(Op::Var, {big.vt(), s.vt()}, 1, {1})), CompileError);
 }
 
 TEST(Reduce, BadShapesAreCompileErrors) {

@@ -98,10 +98,12 @@ namespace openneuron::compiler {
   _(HardtanhBackward)  /* grad, self, min, max -> grad_in */
 
 // reduce (lower_reduce.cpp)
-#define OPENNEURON_REDUCE_OPS(_)                                                        \
-  /* reductions: in -> out. out has in's ndim with reduced dims of size 1.  */          \
-  /* attr[0]: bitmask of reduced dims. Float accumulation in >= float32.   */           \
-  _(Sum) _(Mean) _(Prod) _(Amax) _(Amin)
+#define OPENNEURON_REDUCE_OPS(_)                                               \
+  /* reductions: in -> out. out has in's ndim with reduced dims of size 1.  */ \
+  /* attr[0]: bitmask of reduced dims. Float accumulation in >= float32.   */  \
+  /* Var: deviations d (float), divisor(f) -> sum(d * d) / divisor, summed */  \
+  /* in double; Std: the same, square-rooted before it is narrowed.        */  \
+  _(Sum) _(Mean) _(Prod) _(Amax) _(Amin) _(Var) _(Std)
 
 // mm (lower_mm.cpp): the tensor engine's GEMM
 #define OPENNEURON_MM_OPS(_)                                                            \

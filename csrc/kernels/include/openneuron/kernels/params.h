@@ -215,7 +215,9 @@ enum class ActOp : uint16_t {
 
 // ------------------------------------------------------------ reduce
 
-enum class ReduceOp : uint16_t { Sum, Mean, Prod, Amax, Amin };
+// Var and Std take deviations from the mean: sum(d * d) / divisor, squared
+// and summed in double (Std: its square root, taken before narrowing).
+enum class ReduceOp : uint16_t { Sum, Mean, Prod, Amax, Amin, Var, Std };
 
 // Dims of `in` reordered innermost-first and merged; reduced dims flagged.
 struct ReducePlan {
@@ -234,6 +236,7 @@ struct ReduceParams {
   DType in_dtype = DType::Float32, out_dtype = DType::Float32;
   TensorArg in, out;
   ReducePlan plan;
+  ScalarArg divisor;  // Var, Std
 };
 
 // ------------------------------------------------------------ mm

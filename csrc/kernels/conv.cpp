@@ -1,17 +1,15 @@
 // The tensor engine's convolutions: oneDNN's convolution primitive (forward,
 // backward data, backward weights). Never a hand-written convolution. Operands
 // are plain row-major; the primitive works in the layout oneDNN prefers
-// (blocked for f32, channels-last with AMX for bf16), because on plain layouts
-// it only offers its im2col GEMM path, 1.5-8x slower than the blocked kernels
-// plus the reorders in and out (what PyTorch's CPU convolution does too).
+// (blocked), because on plain layouts it only offers its im2col GEMM path,
+// 1.5-8x slower than the blocked kernels plus the reorders in and out (what
+// PyTorch's CPU convolution does too).
 // Primitives are kept in the oneDNN primitive cache (dnnl_context.h), keyed by
 // the problem; oneDNN parallelises internally.
 #include <dnnl.h>
 
 #include <memory>
-#include <mutex>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "dnnl_context.h"
@@ -276,33 +274,11 @@ onrt_kernel_fn conv_kernel(DType dtype) {
   return detail::dnnl_dt(dtype) == dnnl_data_type_undef ? nullptr : &detail::conv_entry;
 }
 
-bool conv_native(DType dtype) {
-  using namespace detail;
-  if (dnnl_dt(dtype) == dnnl_data_type_undef) return false;
-  if (dtype == DType::Float32) return true;
-  static std::mutex mu;
-  static std::unordered_map<int, bool> known;
-  std::lock_guard<std::mutex> lk(mu);
-  auto it = known.find(static_cast<int>(dtype));
-  if (it != known.end()) return it->second;
-  // All three propagation kinds must exist for this dtype.
-  bool ok = true;
-  for (int op = 0; op < 3 && ok; ++op) {
-    Key k;
-    std::memset(&k, 0, sizeof k);
-    k.dtype = dtype;
-    k.op = op;
-    k.nsp = 2;
-    k.groups = 1;
-    const int64_t src[4] = {1, 8, 8, 8}, wei[4] = {8, 8, 3, 3}, dst[4] = {1, 8, 6, 6};
-    std::memcpy(k.src, src, sizeof src);
-    std::memcpy(k.wei, wei, sizeof wei);
-    std::memcpy(k.dst, dst, sizeof dst);
-    k.stride[0] = k.stride[1] = 1;
-    ok = build(k)->prim != nullptr;
-  }
-  known[static_cast<int>(dtype)] = ok;
-  return ok;
-}
+// oneDNN 2.6's bf16 convolutions multiply pairs of channels or taps at once
+// (AVX512_BF16 dot products, or their emulation), padding odd counts with
+// zero weights: an inf or NaN input then turns its neighbours' outputs into
+// NaN (inf * 0). Float32 is exact for bf16 inputs and is what AVX2 hosts ran
+// anyway, so only float32 is native; the lowering converts around it.
+bool conv_native(DType dtype) { return dtype == DType::Float32; }
 
 }  // namespace openneuron::kernels

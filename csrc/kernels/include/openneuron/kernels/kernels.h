@@ -115,7 +115,8 @@ onrt_kernel_fn fused_sgd_kernel(DType param);
 onrt_kernel_fn norm_all_kernel(DType out, DType in);
 
 // --- conv (conv.cpp)
-// ConvParams: Float32/BFloat16 (when oneDNN has it on this CPU).
+// ConvParams: Float32 (BFloat16 runs too, but the lowering converts it, see
+// conv_native: whether a dtype's convolutions run in that dtype).
 onrt_kernel_fn conv_kernel(DType dtype);
 bool conv_native(DType dtype);
 

@@ -179,6 +179,12 @@ onrt_kernel_fn gemm_kernel(DType dtype) {
 bool gemm_native(DType dtype) {
   using namespace detail;
   if (dnnl_type(dtype) == dnnl_data_type_undef) return false;
+  // Without AVX512_BF16, oneDNN 2.6 emulates bf16 on AVX-512 hosts and pads an
+  // odd K with zeros, so inf * 0 made NaN where the sum is inf. Float32 (what
+  // AVX2 hosts run) is exact for bf16 operands.
+  const dnnl_cpu_isa_t bf16_isa = dnnl_cpu_isa_avx512_core_bf16;
+  if (dtype == DType::BFloat16 && (dnnl_get_effective_cpu_isa() & bf16_isa) != bf16_isa)
+    return false;
   static std::mutex mu;
   static std::unordered_map<int, bool> known;
   std::lock_guard<std::mutex> lk(mu);

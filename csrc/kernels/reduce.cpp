@@ -291,8 +291,9 @@ onrt_kernel_fn pick(DType out, DType in) {
         using O = typename decltype(to)::type;
         if constexpr (!is_real9_v<O>) return nullptr;
         // Same dtype, or a widening the bridge asks for (sum(dtype=...), ints -> Int64,
-        // half -> float).
-        else if constexpr (std::is_same_v<O, I> || std::is_same_v<O, int64_t> ||
+        // half -> float). Floats into integers are converted first (the lowering
+        // does it), as the CPU sums sum(x, out=int64 tensor) in the out's dtype.
+        else if constexpr (std::is_same_v<O, I> || (std::is_same_v<O, int64_t> && !is_float_v<I>) ||
                            std::is_same_v<O, float>)
           return &reduce_entry<R, O, I>;
         else return nullptr;

@@ -163,7 +163,8 @@ void binary_into(Op op, BinaryKind kind, const at::Tensor& a, const at::Tensor& 
       b.scalar_type() != compute && !b.is_complex()) {
     at::Tensor wide = empty_device(out.sizes(), c10::kFloat, out.device());
     binary_into(op, kind, a, b, alpha, wide, c10::kFloat);
-    copy_on_device(out, wide);
+    // Rounded to the result type even when out= is wider, as the CPU's cast of it is.
+    copy_on_device(out, out.scalar_type() == compute ? wide : to_dtype_on_device(wide, compute));
     return;
   }
   const at::IntArrayRef shape = out.sizes();

@@ -1857,11 +1857,6 @@ KNOWN_BUGS = {
     "matmul-out-dtype": Difference(("out=",), r"Expected out tensor to have dtype .*neuron returns",
                                    "matmul(out=) with an out of another dtype: the CPU raises 'Expected out "
                                    "tensor to have dtype float, but got long int instead', neuron returns"),
-    "out-dtype-compute": Difference(
-        ("out=",), r"values differ",
-        "an op with an out= of another dtype computes in the out's dtype, not in the inputs' result type: "
-        "sum(tensor([-1.5] * 3), 0, out=int64 tensor) is -3 on the CPU (elements converted first), -4 on neuron; "
-        "mul(bfloat16 x, float32 0-dim y, out=float32 tensor) is not rounded to bfloat16 on neuron"),
     "cat-out-error-type": Difference(("out=",), r"neuron raises RuntimeError: result type .*; the CPU TypeError",
                                      "cat(out=bool tensor) of float16 inputs: the CPU raises TypeError, neuron "
                                      "RuntimeError"),

@@ -248,3 +248,14 @@ def test_argument_and_dtype_checks_match_the_cpu(neuron):
         assert torch.clamp(t.bool(), 0.5).dtype == torch.float32
     torch.testing.assert_close(torch.clamp(torch.arange(5, device=neuron), 0.5, 2.5).cpu(),
                                torch.clamp(torch.arange(5), 0.5, 2.5))
+
+
+def test_half_times_float_scalar_tensor_into_a_float_out_rounds_to_the_result_type(neuron):
+    # bfloat16 * float32 0-dim tensor has result type bfloat16: the CPU rounds to it, then
+    # widens into the float32 out.
+    a, b = torch.tensor([1.0039, 3.1], dtype=torch.bfloat16), torch.tensor(1.001)
+    want = torch.empty(2)
+    torch.mul(a, b, out=want)
+    got = torch.empty(2, device=neuron)
+    torch.mul(a.to(neuron), b.to(neuron), out=got)
+    assert torch.equal(got.cpu(), want), (got, want)

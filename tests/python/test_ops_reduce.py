@@ -89,3 +89,19 @@ def test_all_any(neuron, dtype):
         same(fn, t, exact=True)
     same(torch.all, torch.empty(0, dtype=dtype), exact=True)
     same(torch.any, torch.empty(0, dtype=dtype), exact=True)
+
+
+def test_sum_into_an_out_of_another_dtype_sums_in_the_outs_dtype(neuron):
+    # The CPU converts the elements to out's dtype first: three -1.5s into int64 sum to -3.
+    x = torch.tensor([-1.5, -1.5, -1.5, 2.7])
+    for dev in ("cpu", neuron):
+        out = torch.empty((), dtype=torch.int64, device=dev)
+        torch.sum(x.to(dev), 0, out=out)
+        assert out.item() == -1, (dev, out)
+
+
+def test_std_of_values_whose_squares_overflow_float32(neuron):
+    x = torch.tensor([[1e20, -1e20, 3e19], [1.0, 2.0, 3.0]])
+    same(lambda a: a.std(1), x)
+    same(lambda a: torch.std_mean(a, 1)[0], x)
+    assert torch.isinf(x.to(neuron).var(1)[0]).item()  # the variance itself overflows, as on the CPU

@@ -1846,10 +1846,6 @@ KNOWN_BUGS = {
         "raises (scatter/index_add/index_put_/index_select with out-of-range indices into a size-0 dim, copy_ "
         "or out= with a shape that does not broadcast, cat(out=) overlapping an input, addmm with a bias that "
         "does not expand, neg/sub/relu of bool), neuron returns", empty=True),
-    "index-error-type": Difference(
-        ("index_select", "index", "nll_loss", "cross_entropy", "take", "embedding"),
-        r"neuron raises RuntimeError: .*; the CPU IndexError",
-        "an out-of-range index: the CPU raises IndexError, neuron RuntimeError (index_select, x[idx], nll_loss)"),
     "out-broadcast": Difference(("out=",), r"output with shape .* doesn't match the broadcast shape.*neuron returns",
                                 "torch.mul(x, y, out=x) where x must grow to the broadcast shape: the CPU raises "
                                 "'output with shape [1, 3] doesn't match the broadcast shape [2, 3]', neuron "
@@ -1898,6 +1894,12 @@ ACCEPTED = {
         "its im2col path, which multiplies the padding: inf * 0 = NaN; batch 2 and up take oneDNN, which "
         "skips it, as cuDNN does); neuron always skips it (conv1d(ones(n, 1, 3), [[[-inf, 0, 0]]], "
         "padding=1)[0, 0, 0]: CPU nan for n = 1, 0 for n = 2; neuron 0)"),
+    "index-error-type": Difference(
+        ("index_select", "index", "nll_loss", "cross_entropy", "take", "embedding"),
+        r"neuron raises RuntimeError: .*; the CPU IndexError",
+        "an out-of-range index found by a device kernel is a RuntimeError naming the op (raised at the next "
+        "synchronisation, or at once with NEURON_LAUNCH_BLOCKING=1), as CUDA's device-side assert is; the CPU "
+        "checks on the host and raises IndexError"),
     "empty-dim-check": Difference(("roll", "cat"), r"neuron raises IndexError: Dimension out of range.*the CPU returns",
                                  "neuron checks the dim of roll on an empty tensor, or of cat of 1-D empty "
                                  "tensors; the CPU returns early (cat skips legacy empty tensors)"),

@@ -379,7 +379,9 @@ Tensor& cat_out(const at::ITensorListRef& tensors, int64_t dim, Tensor& out) {
   const Tensor* ref;
   const auto shape = cat_shape(ts, dim, ref);
   check_out_device(out, cat_device(ts), "cat");
-  check_cast(at::native::result_type(tensors), out);
+  TORCH_CHECK_TYPE(c10::canCast(at::native::result_type(tensors), out.scalar_type()),
+                   "torch.cat(): input types can't be cast to the desired output type ",
+                   out.scalar_type());
   at::native::resize_output(out, shape);
   cat_into(ts, dim, out);
   return out;

@@ -209,7 +209,12 @@ at::Tensor& binary_out_impl(const at::Tensor& a, const at::Tensor& b,
   check_out_device(out, device, op_name(kOp));
   const auto compute = binary_compute(kKind, a, b);
   check_cast(binary_result(kKind, compute), out);
-  at::native::resize_output(out, broadcast_shape(a, b));
+  const auto shape = broadcast_shape(a, b);
+  // An out that is also an input is read as well as written: it is not resized
+  // (TensorIterator's rule, and its message).
+  TORCH_CHECK(!(out.is_same(a) || out.is_same(b)) || out.sizes().equals(shape),
+              "output with shape ", out.sizes(), " doesn't match the broadcast shape ", shape);
+  at::native::resize_output(out, shape);
   binary_into(kOp, kKind, a, b, alpha, out, compute);
   return out;
 }

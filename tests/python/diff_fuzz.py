@@ -1846,16 +1846,9 @@ KNOWN_BUGS = {
         "raises (scatter/index_add/index_put_/index_select with out-of-range indices into a size-0 dim, copy_ "
         "or out= with a shape that does not broadcast, cat(out=) overlapping an input, addmm with a bias that "
         "does not expand, neg/sub/relu of bool), neuron returns", empty=True),
-    "out-broadcast": Difference(("out=",), r"output with shape .* doesn't match the broadcast shape.*neuron returns",
-                                "torch.mul(x, y, out=x) where x must grow to the broadcast shape: the CPU raises "
-                                "'output with shape [1, 3] doesn't match the broadcast shape [2, 3]', neuron "
-                                "resizes x and returns"),
     "matmul-out-dtype": Difference(("out=",), r"Expected out tensor to have dtype .*neuron returns",
                                    "matmul(out=) with an out of another dtype: the CPU raises 'Expected out "
                                    "tensor to have dtype float, but got long int instead', neuron returns"),
-    "cat-out-error-type": Difference(("out=",), r"neuron raises RuntimeError: result type .*; the CPU TypeError",
-                                     "cat(out=bool tensor) of float16 inputs: the CPU raises TypeError, neuron "
-                                     "RuntimeError"),
     "sdpa-mask-rank": Difference(("sdpa",), r"the CPU (raises )?IndexError: Dimension (specified as|out of range)",
                                  "scaled_dot_product_attention with a 0-dim or 1-D attn_mask: the CPU raises "
                                  "IndexError, neuron returns (or raises RuntimeError)"),

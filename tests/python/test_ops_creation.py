@@ -6,6 +6,7 @@ import pytest
 import torch
 
 import openneuron
+from helpers import same_error
 
 pytestmark = pytest.mark.usefixtures("no_fallback")
 
@@ -167,3 +168,8 @@ def test_float_to_int_conversion_of_out_of_range_values_is_the_cpus(neuron, dtyp
     big = torch.finfo(torch.float32).max
     v = torch.tensor([-big, -2.0, -1.5, -0.5, 0.0, 0.5, 1.5, 2.0, 3e9, -3e9, big])
     assert v.to(neuron).to(dtype).cpu().tolist() == v.to(dtype).tolist()
+
+
+def test_cat_into_an_out_it_cannot_be_cast_to_is_a_type_error(neuron):
+    same_error(lambda a, o: torch.cat([a, a], out=o), torch.ones(2, dtype=torch.bfloat16),
+               torch.empty(4, dtype=torch.bool))

@@ -259,3 +259,9 @@ def test_half_times_float_scalar_tensor_into_a_float_out_rounds_to_the_result_ty
     got = torch.empty(2, device=neuron)
     torch.mul(a.to(neuron), b.to(neuron), out=got)
     assert torch.equal(got.cpu(), want), (got, want)
+
+
+def test_an_out_that_is_also_an_input_is_not_resized(neuron):
+    # TensorIterator's rule: out=x is read as well as written, so it cannot grow.
+    same_error(lambda a, o: torch.add(a, o, out=o), torch.randn(4), torch.tensor(1.0))
+    same_error(lambda a, o: torch.mul(a, o, out=o), torch.randn(2, 3), torch.randn(1, 3))

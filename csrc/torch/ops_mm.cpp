@@ -31,11 +31,17 @@ at::Tensor mm(const at::Tensor& a, const at::Tensor& b) {
   launch(Op::Mm, {tensor_operand(a), tensor_operand(b)}, {tensor_operand(out)});
   return out;
 }
-at::Tensor& mm_out(const at::Tensor& a, const at::Tensor& b, at::Tensor& out) {
-  at::Tensor r = bridge::mm(a, b);
+// The result into a structured kernel's out=: same dtype (the CPU's message), resized.
+at::Tensor& write_out(const at::Tensor& r, at::Tensor& out) {
+  TORCH_CHECK(out.dtype() == r.dtype(), "Expected out tensor to have dtype ", r.dtype(),
+              ", but got ", out.dtype(), " instead");
   at::native::resize_output(out, r.sizes());
   copy_on_device(out, r);
   return out;
+}
+
+at::Tensor& mm_out(const at::Tensor& a, const at::Tensor& b, at::Tensor& out) {
+  return write_out(bridge::mm(a, b), out);
 }
 
 at::Tensor addmm(const at::Tensor& bias, const at::Tensor& a, const at::Tensor& b,
@@ -57,10 +63,7 @@ at::Tensor addmm(const at::Tensor& bias, const at::Tensor& a, const at::Tensor& 
 }
 at::Tensor& addmm_out(const at::Tensor& bias, const at::Tensor& a, const at::Tensor& b,
                       const at::Scalar& beta, const at::Scalar& alpha, at::Tensor& out) {
-  at::Tensor r = bridge::addmm(bias, a, b, beta, alpha);
-  at::native::resize_output(out, r.sizes());
-  copy_on_device(out, r);
-  return out;
+  return write_out(bridge::addmm(bias, a, b, beta, alpha), out);
 }
 at::Tensor& addmm_(at::Tensor& self, const at::Tensor& a, const at::Tensor& b,
                    const at::Scalar& beta, const at::Scalar& alpha) {
@@ -116,10 +119,7 @@ at::Tensor bmm(const at::Tensor& a, const at::Tensor& b) {
   return out;
 }
 at::Tensor& bmm_out(const at::Tensor& a, const at::Tensor& b, at::Tensor& out) {
-  at::Tensor r = bridge::bmm(a, b);
-  at::native::resize_output(out, r.sizes());
-  copy_on_device(out, r);
-  return out;
+  return write_out(bridge::bmm(a, b), out);
 }
 
 }  // namespace

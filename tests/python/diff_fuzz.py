@@ -1846,9 +1846,6 @@ KNOWN_BUGS = {
         "raises (scatter/index_add/index_put_/index_select with out-of-range indices into a size-0 dim, copy_ "
         "or out= with a shape that does not broadcast, cat(out=) overlapping an input, addmm with a bias that "
         "does not expand, neg/sub/relu of bool), neuron returns", empty=True),
-    "matmul-out-dtype": Difference(("out=",), r"Expected out tensor to have dtype .*neuron returns",
-                                   "matmul(out=) with an out of another dtype: the CPU raises 'Expected out "
-                                   "tensor to have dtype float, but got long int instead', neuron returns"),
     "sdpa-mask-rank": Difference(("sdpa",), r"the CPU (raises )?IndexError: Dimension (specified as|out of range)",
                                  "scaled_dot_product_attention with a 0-dim or 1-D attn_mask: the CPU raises "
                                  "IndexError, neuron returns (or raises RuntimeError)"),

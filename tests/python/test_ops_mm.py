@@ -8,6 +8,7 @@ import torch
 import torch.nn.functional as F
 
 import helpers
+from helpers import same_error
 import openneuron
 from conftest import run_python
 
@@ -131,3 +132,11 @@ def test_addr_rounds_like_cpu(neuron, dtype):
     assert torch.equal(md.cpu(), m.clone().addr_(v1, v2, beta=0.6, alpha=0.2))
     i = torch.randint(-5, 5, (5, 10), generator=g)
     same(lambda a, b, c: torch.addr(a, b, c, beta=2, alpha=3), i, i[:, 0], i[0], rtol=0, atol=0)
+
+
+def test_matmul_into_an_out_of_another_dtype_raises_as_on_the_cpu(neuron):
+    bf16_out = torch.empty(4, dtype=torch.bfloat16)
+    same_error(lambda a, b, o: torch.mm(a, b, out=o), torch.randn(3, 2), torch.randn(2, 4), bf16_out)
+    same_error(lambda a, b, o: torch.bmm(a, b, out=o), torch.randn(2, 3, 2), torch.randn(2, 2, 4), bf16_out)
+    same_error(lambda c, a, b, o: torch.addmm(c, a, b, out=o), torch.randn(3, 4), torch.randn(3, 2),
+               torch.randn(2, 4), bf16_out)

@@ -214,6 +214,7 @@ at::Tensor& binary_out_impl(const at::Tensor& a, const at::Tensor& b,
   // (TensorIterator's rule, and its message).
   TORCH_CHECK(!(out.is_same(a) || out.is_same(b)) || out.sizes().equals(shape),
               "output with shape ", out.sizes(), " doesn't match the broadcast shape ", shape);
+  check_writable(out, {&a, &b});  // before a resize, as TensorIterator checks
   at::native::resize_output(out, shape);
   binary_into(kOp, kKind, a, b, alpha, out, compute);
   return out;
@@ -382,6 +383,7 @@ void addc_into(const at::Tensor& self, const at::Tensor& t1, const at::Tensor& t
   const auto compute = at::native::result_type({self, t1, t2});
   const auto shape = out.sizes();
   if (out.numel() == 0) return;
+  check_writable(out, {&self, &t1, &t2});
   Operand o0 = elementwise_operand(self, compute, shape);
   Operand o1 = elementwise_operand(t1, compute, shape);
   Operand o2 = elementwise_operand(t2, compute, shape);
@@ -422,6 +424,7 @@ at::Tensor& addc_out(const at::Tensor& self, const at::Tensor& t1, const at::Ten
 void lerp_into(const at::Tensor& self, const at::Tensor& end, const at::Tensor& weight,
                const at::Tensor& out) {
   if (out.numel() == 0) return;
+  check_writable(out, {&self, &end, &weight});
   const auto compute = self.scalar_type();
   const auto shape = out.sizes();
   launch(Op::Lerp,

@@ -1849,16 +1849,6 @@ KNOWN_BUGS = {
     "sdpa-mask-rank": Difference(("sdpa",), r"the CPU (raises )?IndexError: Dimension (specified as|out of range)",
                                  "scaled_dot_product_attention with a 0-dim or 1-D attn_mask: the CPU raises "
                                  "IndexError, neuron returns (or raises RuntimeError)"),
-    "out-overlap": Difference(("out=",), r"unsupported operation: some elements .*neuron returns",
-                              "an elementwise op whose out= is a view of its input (torch.mul(x, 2, "
-                              "out=x.unsqueeze(1))): the CPU raises 'unsupported operation: some elements of "
-                              "the input tensor and the written-to tensor refer to a single memory location', "
-                              "neuron returns"),
-    "ternary-inplace-overlap": Difference(
-        ("addcmul_", "lerp_"), r"unsupported operation: some elements .*neuron returns",
-        "x.addcmul_(x[0], x[0]) or x.lerp_(x.squeeze(0), 0.5) (x of shape (1, 3)): the CPU raises 'unsupported "
-        "operation: some elements of the input tensor and the written-to tensor refer to a single memory "
-        "location', neuron returns (add_ and mul_ raise)"),
 }
 # Differences that are not neuron bugs: noted, and the program ends there.
 ACCEPTED = {

@@ -265,3 +265,12 @@ def test_an_out_that_is_also_an_input_is_not_resized(neuron):
     # TensorIterator's rule: out=x is read as well as written, so it cannot grow.
     same_error(lambda a, o: torch.add(a, o, out=o), torch.randn(4), torch.tensor(1.0))
     same_error(lambda a, o: torch.mul(a, o, out=o), torch.randn(2, 3), torch.randn(1, 3))
+
+
+def test_writing_over_part_of_an_input_raises_as_on_the_cpu(neuron):
+    # Partial overlap between the written tensor and an input: TensorIterator refuses it
+    # (before any resize of out=); full overlap (x.addcmul_(x, x)) is fine.
+    same_error(lambda x: torch.mul(x, 2, out=x.unsqueeze(1)), torch.randn(5))
+    same_error(lambda x: x.addcmul_(x[0], x[0]), torch.randn(2))
+    same_error(lambda x: x.lerp_(x.squeeze(0), 0.5), torch.randn(1, 3))
+    same(lambda x: (lambda y: y.addcmul_(y, y, value=0.5))(x.clone()), torch.randn(4))

@@ -1846,9 +1846,6 @@ KNOWN_BUGS = {
         "raises (scatter/index_add/index_put_/index_select with out-of-range indices into a size-0 dim, copy_ "
         "or out= with a shape that does not broadcast, cat(out=) overlapping an input, addmm with a bias that "
         "does not expand, neg/sub/relu of bool), neuron returns", empty=True),
-    "sdpa-mask-rank": Difference(("sdpa",), r"the CPU (raises )?IndexError: Dimension (specified as|out of range)",
-                                 "scaled_dot_product_attention with a 0-dim or 1-D attn_mask: the CPU raises "
-                                 "IndexError, neuron returns (or raises RuntimeError)"),
 }
 # Differences that are not neuron bugs: noted, and the program ends there.
 ACCEPTED = {
@@ -1880,6 +1877,11 @@ ACCEPTED = {
         "an out-of-range index found by a device kernel is a RuntimeError naming the op (raised at the next "
         "synchronisation, or at once with NEURON_LAUNCH_BLOCKING=1), as CUDA's device-side assert is; the CPU "
         "checks on the host and raises IndexError"),
+    "sdpa-mask-rank": Difference(
+        ("sdpa",), r"the CPU (raises )?IndexError: Dimension (specified as|out of range)",
+        "scaled_dot_product_attention with a 0-dim or 1-D attn_mask: the CPU's flash kernel reads its size(-2) "
+        "and raises IndexError; PyTorch's math path (the reference every backend falls back to) broadcasts the "
+        "mask, and neuron gives its result"),
     "empty-dim-check": Difference(("roll", "cat"), r"neuron raises IndexError: Dimension out of range.*the CPU returns",
                                  "neuron checks the dim of roll on an empty tensor, or of cat of 1-D empty "
                                  "tensors; the CPU returns early (cat skips legacy empty tensors)"),

@@ -222,7 +222,13 @@ at::Tensor resolve_lazy_bits_on_device(const at::Tensor& t) {
 
 at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst_arg, bool non_blocking) {
   TORCH_CHECK(self.defined() && dst_arg.defined(), "copy_: undefined tensor");
-  if (dst_arg.numel() == 0) return dst_arg;
+  if (dst_arg.numel() == 0) {
+    // Nothing to copy; the CPU's TensorIterator still requires src to broadcast to dst.
+    const auto shape = at::infer_size_dimvector(dst_arg.sizes(), self.sizes());
+    TORCH_CHECK(dst_arg.sizes().equals(shape), "output with shape ", dst_arg.sizes(),
+                " doesn't match the broadcast shape ", shape);
+    return dst_arg;
+  }
   // copy_ leaves these checks to the device's _copy_from (its TensorIterator does them on
   // the CPU): a partial overlap would be a memmove here, not the CPU's error.
   if (self.is_privateuseone() && dst_arg.is_privateuseone()) {
@@ -382,6 +388,8 @@ Tensor& cat_out(const at::ITensorListRef& tensors, int64_t dim, Tensor& out) {
   TORCH_CHECK_TYPE(c10::canCast(at::native::result_type(tensors), out.scalar_type()),
                    "torch.cat(): input types can't be cast to the desired output type ",
                    out.scalar_type());
+  at::assert_no_internal_overlap(out);  // the CPU's cat checks, before any size
+  for (const Tensor& t : ts) at::assert_no_overlap(out, t);
   at::native::resize_output(out, shape);
   cat_into(ts, dim, out);
   return out;

@@ -51,6 +51,12 @@ void check_writable(const at::Tensor& out, std::initializer_list<const at::Tenso
 
 void unary_into(Op op, const at::Tensor& self, const at::Tensor& out, c10::ScalarType compute,
                 std::vector<int64_t> attrs = {}) {
+  // The CPU refuses a bool neg or relu before it looks at the size.
+  const bool is_bool = self.scalar_type() == c10::kBool;
+  TORCH_CHECK(op != Op::Neg || !is_bool,
+              "Negation, the `-` operator, on a bool tensor is not supported. If you are trying to "
+              "invert a mask, use the `~` or `logical_not()` operator instead.");
+  TORCH_CHECK(op != Op::Relu || !is_bool, "Boolean inputs not supported for relu");
   if (out.numel() == 0) return;
   check_writable(out, {&self});
   write_result(out, op == Op::LogicalNot ? c10::kBool : compute, [&](const at::Tensor& target) {

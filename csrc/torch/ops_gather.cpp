@@ -109,6 +109,10 @@ Tensor& scatter_impl(const Tensor& self, int64_t dim, const Tensor& index, const
   TORCH_CHECK(out.scalar_type() == self.scalar_type(), name,
               "(): Expected out.dtype to be equal to self.dtype");
   at::native::resize_output(out, self.sizes());
+  // Into a dim of size 0 every index is out of range: the CPU's error, though nothing runs.
+  if (index.numel() > 0 && self.size(dim) == 0)
+    TORCH_CHECK(false, "index ", index.flatten()[0].item<int64_t>(),
+                " is out of bounds for dimension ", dim, " with size 0");
   if (out.numel() == 0) return out;
   if (index.numel() == 0) {
     if (!out.is_same(self)) copy_on_device(out, self);

@@ -53,6 +53,7 @@ at::Tensor addmm(const at::Tensor& bias, const at::Tensor& a, const at::Tensor& 
               a.size(1), " and ", b.size(0), "x", b.size(1), ")");
   check_matmul_dtypes("addmm", a, b);
   const at::DimVector shape{a.size(0), b.size(1)};
+  (void)bias.expand(shape);  // the CPU's check (and message), also when the product is empty
   at::Tensor out = empty_device(shape, a.scalar_type(), device);
   if (out.numel() == 0) return out;
   launch(Op::Addmm,

@@ -274,3 +274,12 @@ def test_writing_over_part_of_an_input_raises_as_on_the_cpu(neuron):
     same_error(lambda x: x.addcmul_(x[0], x[0]), torch.randn(2))
     same_error(lambda x: x.lerp_(x.squeeze(0), 0.5), torch.randn(1, 3))
     same(lambda x: (lambda y: y.addcmul_(y, y, value=0.5))(x.clone()), torch.randn(4))
+
+
+def test_argument_checks_also_run_on_empty_tensors(neuron):
+    empty_bool = torch.ones(0, dtype=torch.bool)
+    same_error(lambda x: -x, empty_bool)
+    same_error(torch.relu, empty_bool)
+    same_error(lambda d, s: d.copy_(s), torch.empty(0), torch.ones(3))
+    same_error(lambda b, x, y: torch.addmm(b, x, y), torch.ones(2), torch.ones(3, 1), torch.ones(1, 0))
+    same_error(lambda x: torch.cat([x, x], out=x), torch.zeros(3, 0))

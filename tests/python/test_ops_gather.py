@@ -8,6 +8,7 @@ import pytest
 import torch
 
 import helpers
+from helpers import same_error
 import openneuron
 
 pytestmark = pytest.mark.usefixtures("no_fallback")
@@ -314,3 +315,9 @@ def test_index_add_in_half_rounds_like_the_cpu(neuron, shape):
         idx = torch.randint(0, 5, (6,))
         got = dst.to(neuron).index_add_(0, idx.to(neuron), src.to(neuron)).cpu()
         assert torch.equal(got, dst.clone().index_add_(0, idx, src))
+
+
+def test_scatter_into_a_dim_of_size_zero_raises_as_on_the_cpu(neuron):
+    # Every index is out of range there, so the CPU raises although nothing would be written.
+    empty, idx = torch.zeros(0, 3), torch.tensor([0])
+    same_error(lambda s, i, v: s.scatter_reduce(0, i, v, "sum"), empty, idx.view(1, 1), torch.ones(1, 1))

@@ -471,8 +471,27 @@ void clamp_into(const at::Tensor& self, const std::optional<at::Scalar>& lo,
   auto bound = [&](const std::optional<at::Scalar>& s, double dflt) {
     if (s.has_value()) return scalar_operand(*s, compute);
     if (c10::isIntegralType(compute, true)) {
-      return int_operand(dflt < 0 ? std::numeric_limits<int64_t>::min()
-                                  : std::numeric_limits<int64_t>::max());
+      // The missing bound is the type's own limit: a wider one would wrap when the
+      // kernel converts it to the type (int32's bound from INT64_MIN is 0).
+      const bool low = dflt < 0;
+      switch (compute) {
+        case c10::kBool:
+          return int_operand(low ? 0 : 1);
+        case c10::kByte:
+          return int_operand(low ? 0 : std::numeric_limits<uint8_t>::max());
+        case c10::kChar:
+          return int_operand(low ? std::numeric_limits<int8_t>::min()
+                                 : std::numeric_limits<int8_t>::max());
+        case c10::kShort:
+          return int_operand(low ? std::numeric_limits<int16_t>::min()
+                                 : std::numeric_limits<int16_t>::max());
+        case c10::kInt:
+          return int_operand(low ? std::numeric_limits<int32_t>::min()
+                                 : std::numeric_limits<int32_t>::max());
+        default:
+          return int_operand(low ? std::numeric_limits<int64_t>::min()
+                                 : std::numeric_limits<int64_t>::max());
+      }
     }
     return float_operand(dflt);
   };
@@ -503,6 +522,38 @@ at::Tensor& clamp_(at::Tensor& self, const std::optional<at::Scalar>& lo,
               " can't be cast to the desired output type ", self.scalar_type());
   clamp_into(self, lo, hi, self);
   return self;
+}
+at::Tensor& clamp_out(const at::Tensor& self, const std::optional<at::Scalar>& lo,
+                      const std::optional<at::Scalar>& hi, at::Tensor& out) {
+  check_out_device(out, self.device(), "clamp");
+  const c10::ScalarType result = clamp_result(self, lo, hi);
+  // The CPU's clamp is a structured unary op: out has the result's dtype.
+  TORCH_CHECK(out.scalar_type() == result, "Found dtype ", out.scalar_type(), " but expected ",
+              result);
+  check_writable(out, {&self});
+  at::native::resize_output(out, self.sizes());
+  write_result(out, result, [&](const at::Tensor& t) { clamp_into(self, lo, hi, t); });
+  return out;
+}
+// clamp_min/clamp_max with a number are clamp with one bound (PyTorch's own CPU kernels
+// share clamp's semantics: NaN propagates, integers promote with the bound).
+at::Tensor clamp_min(const at::Tensor& self, const at::Scalar& lo) {
+  return bridge::clamp(self, lo, std::nullopt);
+}
+at::Tensor& clamp_min_(at::Tensor& self, const at::Scalar& lo) {
+  return bridge::clamp_(self, lo, std::nullopt);
+}
+at::Tensor& clamp_min_out(const at::Tensor& self, const at::Scalar& lo, at::Tensor& out) {
+  return clamp_out(self, lo, std::nullopt, out);
+}
+at::Tensor clamp_max(const at::Tensor& self, const at::Scalar& hi) {
+  return bridge::clamp(self, std::nullopt, hi);
+}
+at::Tensor& clamp_max_(at::Tensor& self, const at::Scalar& hi) {
+  return bridge::clamp_(self, std::nullopt, hi);
+}
+at::Tensor& clamp_max_out(const at::Tensor& self, const at::Scalar& hi, at::Tensor& out) {
+  return clamp_out(self, std::nullopt, hi, out);
 }
 
 // out= of a binary op computed in `compute`, once the op's own checks have passed:
@@ -824,6 +875,13 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, lib) {
   m.impl("lerp_.Tensor", lerp_tensor_);
   m.impl("clamp", clamp);
   m.impl("clamp_", clamp_);
+  m.impl("clamp.out", clamp_out);
+  m.impl("clamp_min", clamp_min);
+  m.impl("clamp_min_", clamp_min_);
+  m.impl("clamp_min.out", clamp_min_out);
+  m.impl("clamp_max", clamp_max);
+  m.impl("clamp_max_", clamp_max_);
+  m.impl("clamp_max.out", clamp_max_out);
 
   m.impl("where.self_out", where_out);
   m.impl("isnan", isx<0>);

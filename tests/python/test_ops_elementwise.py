@@ -283,3 +283,33 @@ def test_argument_checks_also_run_on_empty_tensors(neuron):
     same_error(lambda d, s: d.copy_(s), torch.empty(0), torch.ones(3))
     same_error(lambda b, x, y: torch.addmm(b, x, y), torch.ones(2), torch.ones(3, 1), torch.ones(1, 0))
     same_error(lambda x: torch.cat([x, x], out=x), torch.zeros(3, 0))
+
+
+@pytest.mark.parametrize("fn", [
+    lambda x: torch.clamp_min(x, 0.25), lambda x: torch.clamp_max(x, -0.5),
+    lambda x: x.clone().clamp_min_(0.0), lambda x: x.clone().clamp_max_(1.0),
+    lambda x: torch.clamp_min(x, float("nan")),
+    lambda x: torch.clamp(x, -1, 1, out=torch.empty_like(x)),
+    lambda x: torch.clamp_min(x, 0.5, out=torch.empty(0, device=x.device)),
+    lambda x: torch.clamp_max((x.where(~x.isnan(), 0.0) * 10).int(), 3),
+    lambda x: torch.clamp_min((x.where(~x.isnan(), 0.0) * 10).to(torch.int8), -3),
+    lambda x: torch.clamp_max((x.where(~x.isnan(), 0.0) * 10).to(torch.int16), 4),
+    lambda x: torch.clamp_min((x.where(~x.isnan(), 0.0) * 10).int(), 0.5),
+    lambda x: torch.clamp_min(x.t(), 0.0),
+])
+def test_clamp_min_max_run_natively(neuron, fn):
+    # A mean-pooling denominator (torch.clamp(mask.sum(1), min=1e-9)) is clamp_min: it
+    # must not leave the device for PyTorch's CPU kernel (a compiled graph would then run
+    # op by op).
+    x = X.clone()
+    x[0, :3] = float("nan")
+    before = dict(openneuron.library_stats())
+    same(fn, x, exact=True)
+    assert dict(openneuron.library_stats()) == before
+
+
+def test_clamp_out_checks_as_the_cpu(neuron):
+    for dtype in (torch.int64, torch.bfloat16):
+        same_error(lambda x: torch.clamp_min(x, 0.5, out=torch.empty(3, dtype=dtype,
+                                                                        device=x.device)), X)
+    same_error(lambda x: torch.clamp(x, out=x), X)

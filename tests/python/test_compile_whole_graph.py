@@ -269,7 +269,7 @@ def test_a_host_input_updated_in_place_keeps_the_graph_op_by_op(neuron):
         return x * 2
 
     cf = torch.compile(f, backend="neuron")
-    n = torch.zeros(1)
+    n = torch.zeros(())  # 0-dim: not copied to the device (test_compile_cpu_autocopy.py)
     x = torch.ones(3, device=neuron)
     for _ in range(3):
         assert torch.equal(cf(x, n).cpu(), torch.full((3,), 2.0))

@@ -14,7 +14,7 @@ from typing import Any
 import torch
 import torch.fx
 
-from . import graph_check, metrics
+from . import cpu_autocopy, graph_check, metrics
 from .whole_graph import WholeGraph
 
 # Options of torch.compile(backend="neuron", options={...}).
@@ -124,8 +124,31 @@ def neuron_backend(gm: torch.fx.GraphModule, example_inputs: list[Any], *,
     outer = getattr(_in_backend, "active", False)
     _in_backend.active = True
     try:
-        compiled = compiler(gm, example_inputs)
+        compiled = _compile_with_cpu_autocopy(compiler, gm, example_inputs)
     finally:
         _in_backend.active = outer
     metrics.record_compile("dynamo", graph_check.count_ops(gm), time.perf_counter() - start)
     return compiled
+
+
+def _compile_with_cpu_autocopy(compiler: Callable, gm: torch.fx.GraphModule,
+                               example_inputs: list[Any]) -> Callable:
+    """The graph compiled with its CPU tensor inputs on the device (cpu_autocopy.py), or
+    as given when autocopy is off, or when the graph cannot run so: it makes CPU tensors
+    of its own and combines them with its inputs (then it runs where its inputs are)."""
+    copied = cpu_autocopy.cpu_inputs(example_inputs) if cpu_autocopy.enabled() else []
+    if not copied:
+        return compiler(gm, example_inputs)
+    on_device, device = cpu_autocopy.on_device(example_inputs, copied)
+    try:
+        compiled = compiler(gm, on_device)
+    except NeuronCompileError:
+        raise
+    except Exception as e:  # noqa: BLE001 - any tracing failure on the device keeps the CPU
+        warnings.warn("torch.compile(backend='neuron'): the graph's CPU inputs are not copied "
+                      f"to the device, the graph fails there ({type(e).__name__}: "
+                      f"{str(e).splitlines()[0] if str(e) else ''}); it runs where its inputs "
+                      "are", stacklevel=2)
+        return compiler(gm, example_inputs)
+    metrics.record_cpu_autocopy(len(copied))
+    return cpu_autocopy.wrap(compiled, copied, device)

@@ -72,6 +72,13 @@ def record_capture_failure(kind: str, reason: str) -> None:
         _capture_failures[f"{kind}: {reason}"] += 1
 
 
+def record_cpu_autocopy(inputs: int) -> None:
+    """A Dynamo graph with `inputs` CPU tensors copied to the device at each call."""
+    with _lock:
+        _counts["cpu_autocopy_graphs"] += 1
+        _counts["cpu_autocopy_inputs"] += inputs
+
+
 def record_graph_call(whole: bool) -> None:
     with _lock:
         _counts["whole_graph_calls" if whole else "op_by_op_calls"] += 1
@@ -85,7 +92,8 @@ def get_dynamo_metrics() -> dict:
     chains among those instructions, the largest scratch arena of one program), programs
     made from symbolic recordings for sizes never run (`symbolic_instances`), recordings
     loaded from, missed in and written to the disk cache (`disk_cache_*`), graphs left
-    op by op with the reasons (`capture_failures`), and calls of each kind."""
+    op by op with the reasons (`capture_failures`), calls of each kind, and Dynamo graphs
+    whose CPU tensor inputs are copied to the device at each call (`cpu_autocopy_*`)."""
     with _lock:
         out = {k: _counts.get(k, 0) for k in (
             "dynamo_graphs", "forward_graphs", "backward_graphs", "inference_graphs",
@@ -93,7 +101,8 @@ def get_dynamo_metrics() -> dict:
             "recorded_launches", "program_instructions", "fused_groups",
             "max_program_scratch_bytes", "symbolic_instances", "disk_cache_hits",
             "disk_cache_misses", "disk_cache_writes", "op_by_op_graphs",
-            "whole_graph_calls", "op_by_op_calls")}
+            "whole_graph_calls", "op_by_op_calls", "cpu_autocopy_graphs",
+            "cpu_autocopy_inputs")}
         out["compile_seconds"] = _seconds
         out["compiler_seconds"] = _compiler_seconds
         out["ops_without_lowering"] = dict(_ops_without_lowering)

@@ -59,12 +59,43 @@ def child(workload_key: str, backend: str, dtype_name: str, out: str) -> None:
             synchronize(column.device)
             steady.append(time.perf_counter() - start)
         result["steady_call_s"] = statistics.median(steady)
+        result["phases"] = phases(backend, result["first_call_s"] - result["steady_call_s"])
         result["status"] = "ok"
         counters = torch._dynamo.utils.counters["inductor"]
         result["inductor_fx_cache"] = {"hits": counters["fxgraph_cache_hit"],
                                        "misses": counters["fxgraph_cache_miss"]}
     with open(out, "w") as f:
         json.dump(result, f)
+
+
+# Dynamo's table of compile phases (torch._dynamo.utils.compilation_time_metrics): the
+# backend's graph compilers, all of them and those that run inside the Dynamo compile (a
+# training graph's backward compiles later, at the first backward()).
+_BACKEND_KEYS = {
+    "inductor": (("compile_fx_inner",), ("compile_fx.<locals>.fw_compiler_base",)),
+    "neuron": (("neuron_compile.forward", "neuron_compile.backward", "neuron_compile.inference",
+                "neuron_program_compile"),
+               ("neuron_compile.forward", "neuron_compile.inference")),
+}
+
+
+def phases(backend: str, first_call_extra_s: float) -> dict:
+    """The first call's extra time over a steady call, split: Dynamo's tracing, AOTAutograd
+    (tracing, partitioning), the backend's own compiler (Inductor: compile_fx_inner; neuron:
+    the graph check and our compiler turning recordings into programs) and the rest (for
+    neuron the op-by-op recording run, for both the first run's cold caches)."""
+    from torch._dynamo.utils import compilation_time_metrics as t
+
+    def total(*keys: str) -> float:
+        return sum(sum(t.get(k, [])) for k in keys)
+
+    all_keys, inside_keys = _BACKEND_KEYS[backend]
+    user_compiler = total("OutputGraph.call_user_compiler")
+    dynamo = total("_compile.compile_inner") - user_compiler
+    backend_s = total(*all_keys)
+    aot = max(0.0, user_compiler - total(*inside_keys))
+    return {"dynamo_s": dynamo, "aot_autograd_s": aot, "backend_compiler_s": backend_s,
+            "other_s": first_call_extra_s - dynamo - aot - backend_s}
 
 
 def run_child(workload_key: str, backend: str, dtype: str, cache_dir: str, timeout: float,

@@ -48,7 +48,21 @@ std::string program_name(const Graph& g) {
   return n + "]";
 }
 
+// The graph the passes make, or nullopt when they change nothing.
+std::optional<Graph> run_passes(const Graph& graph, const CompileOptions& options,
+                                int* fused_groups) {
+  *fused_groups = 0;
+  if (!options.fuse || graph.nodes().size() <= 1) return std::nullopt;
+  return detail::fuse_elementwise(graph, fused_groups);
+}
+
 }  // namespace
+
+Graph after_passes(const Graph& graph, const CompileOptions& options) {
+  int groups = 0;
+  std::optional<Graph> changed = run_passes(graph, options, &groups);
+  return changed ? std::move(*changed) : graph;
+}
 
 std::shared_ptr<const Program> compile(const Graph& source, const CompileOptions& options) {
   using namespace detail;
@@ -75,8 +89,7 @@ std::shared_ptr<const Program> compile(const Graph& source, const CompileOptions
     if (overflow) throw CompileError(pname + ": tensor too large: " + describe(tt));
   }
   int fused_groups = 0;
-  std::optional<Graph> fused;
-  if (options.fuse && source.nodes().size() > 1) fused = fuse_elementwise(source, &fused_groups);
+  const std::optional<Graph> fused = run_passes(source, options, &fused_groups);
   const Graph& graph = fused ? *fused : source;
   const auto& values = graph.values();
   const int nv = static_cast<int>(values.size());

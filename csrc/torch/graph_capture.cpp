@@ -558,7 +558,11 @@ void bind_graph_capture(py::module_& m) {
              return py::bytes(*bytes);
            })
       .def("dump", [](const CapturedGraph& g) {
-        return compiler::to_text(g.graph) + "\n" + compiler::to_text(*g.program);
+        const auto& options = compiler::process_compile_options();
+        return compiler::to_text(g.graph) + "\n# after the compiler's passes (fusion " +
+               (options.fuse ? "on" : "off") + ")\n" +
+               compiler::to_text(compiler::after_passes(g.graph, options)) + "\n# program\n" +
+               compiler::to_text(*g.program);
       });
   py::class_<SymbolicGraph, std::shared_ptr<SymbolicGraph>>(m, "SymbolicGraph")
       .def("predicts", &SymbolicGraph::predicts, py::arg("recording"), py::arg("n"))

@@ -65,7 +65,9 @@ def fake_results() -> dict:
                 "gloo": {"status": "ok", "samples_s": [1e-4, 1e-4], "bus_gbps": 0.01},
                 "neuron": {"status": "unavailable", "reason": "not built yet (c10d)"}}}]},
         "compile": {"rows": [{"workload": "gpt2/forward b1 s128", "dtype": "float32", "cells": {
-            "inductor_cpu": {"status": "ok", "cold": {"first_call_s": 20.0, "steady_call_s": 0.1},
+            "inductor_cpu": {"status": "ok", "cold": {"first_call_s": 20.0, "steady_call_s": 0.1,
+                                      "phases": {"dynamo_s": 1.0, "aot_autograd_s": 2.0,
+                                                 "backend_compiler_s": 15.0, "other_s": 1.9}},
                              "warm": {"first_call_s": 5.0, "spawn_to_first_result_s": 9.0}},
             "neuron_compiled": {"status": "unavailable", "reason": "not built yet (compiler)"}}}]},
         "section_errors": {},
@@ -127,7 +129,9 @@ def test_markdown_report_states_ratios_reasons_and_fallbacks():
     assert "`aten::cat.out` 12" in md
     assert "worker timed out" in md  # a row lost to a dead worker is reported, not dropped
     assert "**0.25×**" in md  # dispatch ratio
-    assert "| 20 s | 5 s | 9 s | 100 ms |" in md  # cold, warm first call; warm start; steady
+    # cold first call and its split (Dynamo, AOTAutograd, backend, rest); warm first call;
+    # warm start; steady call
+    assert "| 20 s | 1 s | 2 s | 15 s | 1.9 s | 5 s | 9 s | 100 ms |" in md
     assert "| 1.0 KiB |" in md  # collectives row
     assert "openneuron cost" in md  # no prices given: tells how to get costs
 

@@ -261,6 +261,12 @@ def test_debug_dir_gets_a_listing_of_each_recording(neuron, monkeypatch, tmp_pat
     text = dump.read_text()
     assert "inference" in dump.name and "# inference graph (FX)" in text
     assert "Relu(" in text and "view of %" in text and "instructions" in text
+    # The IR as recorded, then after the passes: add and relu fused into one node.
+    recorded, rest = text.split("# after the compiler's passes (fusion on)")
+    optimized, program = rest.split("# program")
+    assert "Add(" in recorded and "FusedElementwise(" not in recorded
+    assert "FusedElementwise(" in optimized and "Relu(" not in optimized
+    assert "instructions" in program
 
 
 def test_a_host_input_updated_in_place_keeps_the_graph_op_by_op(neuron):

@@ -77,9 +77,15 @@ def _watch_first_call(run: Callable, kind: str, counted: bool) -> Callable:
 
 
 def _graph_compiler(kind: str, fallback: bool) -> Callable:
+    from torch._dynamo.utils import dynamo_timed
     from torch._functorch._aot_autograd.utils import make_boxed_func
 
     def compile_graph(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Callable:
+        # Timed in Dynamo's table of compile phases too, as Inductor's compile_fx_inner is.
+        with dynamo_timed(f"neuron_compile.{kind}"):
+            return _compile(gm)
+
+    def _compile(gm: torch.fx.GraphModule) -> Callable:
         start = time.perf_counter()
         missing = graph_check.missing_lowerings(gm)
         if missing:

@@ -71,6 +71,10 @@ const CompileOptions& process_compile_options();
 // Lowers a graph. Throws CompileError.
 std::shared_ptr<const Program> compile(const Graph& graph, const CompileOptions& options = {});
 
+// The graph as compile() lowers it: after the passes `options` turns on (fusion). For
+// debug dumps of a graph compile() accepted.
+Graph after_passes(const Graph& graph, const CompileOptions& options = {});
+
 // Readable listings (debug dumps): every value with its type (views with their
 // base and offset) and every node; every instruction with its argument slots.
 std::string to_text(const Graph& graph);

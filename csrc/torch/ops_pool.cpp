@@ -61,13 +61,22 @@ at::DimVector pool_out_shape(const at::Tensor& self, const Pool2dArgs& a, bool c
   return shape;
 }
 
+// A pooling result in the memory format of `like`, as the CPU's pooling kernels
+// allocate theirs: a channels-last input gives channels-last outputs and gradients.
+at::Tensor empty_pool_result(at::IntArrayRef shape, c10::ScalarType dtype, const at::Tensor& like) {
+  if (shape.size() == 4 && like.suggest_memory_format() == at::MemoryFormat::ChannelsLast)
+    return empty_device_strided(shape, c10::get_channels_last_strides_2d(shape), dtype,
+                                like.device());
+  return empty_device(shape, dtype, like.device());
+}
+
 std::tuple<at::Tensor, at::Tensor> max_pool2d_with_indices(
     const at::Tensor& self, at::IntArrayRef k, at::IntArrayRef stride, at::IntArrayRef padding,
     at::IntArrayRef dilation, bool ceil_mode) {
   const Pool2dArgs a = pool_args("max_pool2d", k, stride, padding, dilation);
   const auto shape = pool_out_shape(self, a, ceil_mode);
-  at::Tensor out = empty_device(shape, self.scalar_type(), self.device());
-  at::Tensor idx = empty_device(shape, c10::kLong, self.device());
+  at::Tensor out = empty_pool_result(shape, self.scalar_type(), self);
+  at::Tensor idx = empty_pool_result(shape, c10::kLong, self);
   if (out.numel() == 0) return {out, idx};
   launch(Op::MaxPool2d, {tensor_operand(self)}, {tensor_operand(out), tensor_operand(idx)},
          {a.kH, a.kW, a.dH, a.dW, a.padH, a.padW, a.dilH, a.dilW});
@@ -77,9 +86,9 @@ std::tuple<at::Tensor, at::Tensor> max_pool2d_with_indices(
 // Scatter of grad_output by indices (max_pool2d and adaptive_max_pool2d backward).
 at::Tensor max_pool_backward_common(const at::Tensor& grad, const at::Tensor& self,
                                     const at::Tensor& indices) {
-  const c10::Device device = common_device("max_pool2d_backward", {&grad, &self, &indices});
+  common_device("max_pool2d_backward", {&grad, &self, &indices});
   TORCH_CHECK(grad.sizes() == indices.sizes(), "grad_output and indices must have the same shape");
-  at::Tensor gi = empty_device(self.sizes(), self.scalar_type(), device);
+  at::Tensor gi = empty_pool_result(self.sizes(), self.scalar_type(), self);
   if (gi.numel() == 0) return gi;
   launch(Op::MaxPool2dBackward,
          {tensor_operand(to_dtype_on_device(grad, self.scalar_type())), tensor_operand(indices)},
@@ -117,7 +126,7 @@ at::Tensor avg_pool2d(const at::Tensor& self, at::IntArrayRef k, at::IntArrayRef
   const Pool2dArgs a = pool_args("avg_pool2d", k, stride, padding, {});
   const auto attrs = avg_attrs(a, count_include_pad, divisor_override);
   const auto shape = pool_out_shape(self, a, ceil_mode);
-  at::Tensor out = empty_device(shape, self.scalar_type(), self.device());
+  at::Tensor out = empty_pool_result(shape, self.scalar_type(), self);
   if (out.numel() == 0) return out;
   launch(Op::AvgPool2d, {tensor_operand(self)}, {tensor_operand(out)}, attrs);
   return out;
@@ -126,13 +135,13 @@ at::Tensor avg_pool2d(const at::Tensor& self, at::IntArrayRef k, at::IntArrayRef
 at::Tensor avg_pool2d_backward(const at::Tensor& grad, const at::Tensor& self, at::IntArrayRef k,
                                at::IntArrayRef stride, at::IntArrayRef padding, bool ceil_mode,
                                bool count_include_pad, std::optional<int64_t> divisor_override) {
-  const c10::Device device = common_device("avg_pool2d_backward", {&grad, &self});
+  common_device("avg_pool2d_backward", {&grad, &self});
   const Pool2dArgs a = pool_args("avg_pool2d", k, stride, padding, {});
   const auto attrs = avg_attrs(a, count_include_pad, divisor_override);
   const auto shape = pool_out_shape(self, a, ceil_mode);
   TORCH_CHECK(grad.sizes() == at::IntArrayRef(shape), "avg_pool2d_backward: grad_output of shape ",
               grad.sizes(), " does not match the output shape ", at::IntArrayRef(shape));
-  at::Tensor gi = empty_device(self.sizes(), self.scalar_type(), device);
+  at::Tensor gi = empty_pool_result(self.sizes(), self.scalar_type(), self);
   if (gi.numel() == 0) return gi;
   launch(Op::AvgPool2dBackward, {tensor_operand(to_dtype_on_device(grad, self.scalar_type()))},
          {tensor_operand(gi)}, attrs);
@@ -159,18 +168,18 @@ at::DimVector adaptive_shape(const char* name, const at::Tensor& self, at::IntAr
 at::Tensor adaptive_avg_pool2d(const at::Tensor& self, c10::SymIntArrayRef out_size_s) {
   const auto shape =
       adaptive_shape("adaptive_avg_pool2d", self, C10_AS_INTARRAYREF_SLOW(out_size_s));
-  at::Tensor out = empty_device(shape, self.scalar_type(), self.device());
+  at::Tensor out = empty_pool_result(shape, self.scalar_type(), self);
   if (out.numel() == 0) return out;
   launch(Op::AdaptiveAvgPool2d, {tensor_operand(self)}, {tensor_operand(out)});
   return out;
 }
 
 at::Tensor adaptive_avg_pool2d_backward(const at::Tensor& grad, const at::Tensor& self) {
-  const c10::Device device = common_device("adaptive_avg_pool2d_backward", {&grad, &self});
+  common_device("adaptive_avg_pool2d_backward", {&grad, &self});
   TORCH_CHECK(grad.dim() == self.dim(),
               "adaptive_avg_pool2d_backward(): Expected grad_output to "
               "have the same dimensionality as input");
-  at::Tensor gi = empty_device(self.sizes(), self.scalar_type(), device);
+  at::Tensor gi = empty_pool_result(self.sizes(), self.scalar_type(), self);
   if (gi.numel() == 0) return gi;
   launch(Op::AdaptiveAvgPool2dBackward,
          {tensor_operand(to_dtype_on_device(grad, self.scalar_type()))}, {tensor_operand(gi)});
@@ -180,8 +189,8 @@ at::Tensor adaptive_avg_pool2d_backward(const at::Tensor& grad, const at::Tensor
 std::tuple<at::Tensor, at::Tensor> adaptive_max_pool2d(const at::Tensor& self,
                                                        at::IntArrayRef out_size) {
   const auto shape = adaptive_shape("adaptive_max_pool2d", self, out_size);
-  at::Tensor out = empty_device(shape, self.scalar_type(), self.device());
-  at::Tensor idx = empty_device(shape, c10::kLong, self.device());
+  at::Tensor out = empty_pool_result(shape, self.scalar_type(), self);
+  at::Tensor idx = empty_pool_result(shape, c10::kLong, self);
   if (out.numel() == 0) return {out, idx};
   launch(Op::AdaptiveMaxPool2d, {tensor_operand(self)}, {tensor_operand(out), tensor_operand(idx)});
   return {out, idx};
@@ -202,8 +211,7 @@ at::Tensor upsample2d(const at::Tensor& self, at::IntArrayRef out_size, std::opt
   TORCH_CHECK(self.dim() == 4, "Non-empty 4D data tensor expected but got a tensor with sizes ",
               self.sizes());
   const auto full = at::native::upsample_2d_common_check(self.sizes(), out_size);
-  at::Tensor out =
-      empty_device({full[0], full[1], full[2], full[3]}, self.scalar_type(), self.device());
+  at::Tensor out = empty_pool_result({full[0], full[1], full[2], full[3]}, self.scalar_type(), self);
   if (out.numel() == 0) return out;
   launch(kOp,
          {tensor_operand(self), float_operand(scale_or_zero(sh)), float_operand(scale_or_zero(sw))},
@@ -223,7 +231,7 @@ at::Tensor upsample2d_backward(const at::Tensor& grad, at::IntArrayRef out_size,
               "Expected grad_output to have the output size ", out_size, ", got ", grad.sizes());
   TORCH_CHECK_NOT_IMPLEMENTED(is_half_or_float(grad.scalar_type()), "neuron: ", op_name(kOp),
                               " for dtype ", grad.scalar_type());
-  at::Tensor gi = empty_device(in_size, grad.scalar_type(), grad.device());
+  at::Tensor gi = empty_pool_result(in_size, grad.scalar_type(), grad);
   if (gi.numel() == 0) return gi;
   launch(kOp,
          {tensor_operand(grad), float_operand(scale_or_zero(sh)), float_operand(scale_or_zero(sw))},

@@ -80,3 +80,26 @@ def test_pool_errors(neuron):
         F.max_pool2d(x, 5)
     with pytest.raises(RuntimeError, match="divisor must be not zero"):
         F.avg_pool2d(x, 2, divisor_override=0)
+
+
+@pytest.mark.parametrize("fn", [
+    lambda t: F.max_pool2d(t, 2), lambda t: F.max_pool2d(t, 3, 2, 1, return_indices=True),
+    lambda t: F.avg_pool2d(t, 2), lambda t: F.adaptive_avg_pool2d(t, 3),
+    lambda t: F.adaptive_max_pool2d(t, 3, return_indices=True),
+    lambda t: F.interpolate(t, scale_factor=2), lambda t: F.interpolate(t, size=(5, 7), mode="bilinear"),
+], ids=["max", "max_indices", "avg", "adaptive_avg", "adaptive_max", "nearest", "bilinear"])
+def test_channels_last_in_channels_last_out(neuron, fn):
+    # As on the CPU: results and input gradients keep a channels-last input's layout
+    # (a .view() after them and the next conv's layout choice depend on it).
+    torch.manual_seed(0)
+    x = torch.randn(2, 3, 8, 8).to(memory_format=torch.channels_last)
+    xc, xn = x.clone().requires_grad_(), x.to(neuron).requires_grad_()
+    outs = [fn(xc), fn(xn)]
+    for c, n in zip(*[o if isinstance(o, tuple) else (o,) for o in outs]):
+        assert n.stride() == c.stride()
+        torch.testing.assert_close(n.cpu(), c)
+    first = [o[0] if isinstance(o, tuple) else o for o in outs]
+    for t in first:
+        t.sum().backward()
+    assert xn.grad.stride() == xc.grad.stride()
+    torch.testing.assert_close(xn.grad.cpu(), xc.grad)

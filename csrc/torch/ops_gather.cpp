@@ -250,7 +250,10 @@ struct IndexPlan {
   at::DimVector flat_shape;  // result with idx dims merged into count
 };
 
-IndexPlan make_index_plan(const Tensor& self, const c10::List<std::optional<Tensor>>& indices) {
+// warn_uint8: index_put_ warns of a uint8 mask here, as the CPU's does; index's structured
+// meta function has warned already.
+IndexPlan make_index_plan(const Tensor& self, const c10::List<std::optional<Tensor>>& indices,
+                          bool warn_uint8) {
   TORCH_CHECK_INDEX(static_cast<int64_t>(indices.size()) <= self.dim(),
                     "too many indices for tensor of dimension ", self.dim(), " (got ",
                     indices.size(), ")");
@@ -265,6 +268,10 @@ IndexPlan make_index_plan(const Tensor& self, const c10::List<std::optional<Tens
     Tensor t = *o;
     if (t.device() != self.device()) t = t.to(self.device());
     if (t.scalar_type() == c10::kBool || t.scalar_type() == c10::kByte) {
+      if (warn_uint8 && t.scalar_type() == c10::kByte) {
+        TORCH_WARN("indexing with dtype torch.uint8 is now deprecated,"
+                   " please use a dtype torch.bool instead.");
+      }
       const int64_t start = static_cast<int64_t>(idx.size());
       for (int64_t j = 0; j < t.dim(); ++j) {
         TORCH_CHECK_INDEX(start + j < self.dim() && t.size(j) == self.size(start + j),
@@ -308,7 +315,22 @@ IndexPlan make_index_plan(const Tensor& self, const c10::List<std::optional<Tens
     for (int64_t d : where) used.push_back(idx[d]);
   }
   at::DimVector shape;
-  for (const Tensor& t : used) shape = at::infer_size_dimvector(shape, t.sizes());
+  for (const Tensor& t : used) {
+    // ATen's expand_outplace message and error type (IndexError), for index_put_ too.
+    bool broadcasts = true;
+    const auto ts = t.sizes();
+    for (size_t k = 1; k <= std::min(shape.size(), ts.size()); ++k) {
+      const int64_t a = shape[shape.size() - k], b = ts[ts.size() - k];
+      broadcasts = broadcasts && (a == b || a == 1 || b == 1);
+    }
+    if (!broadcasts) {
+      std::ostringstream shapes;
+      for (size_t k = 0; k < used.size(); ++k) shapes << (k ? ", " : "") << used[k].sizes();
+      TORCH_CHECK_INDEX(false, "shape mismatch: indexing tensors could not be broadcast together "
+                        "with shapes ", shapes.str());
+    }
+    shape = at::infer_size_dimvector(shape, t.sizes());
+  }
   p.idx_shape = shape;
   p.count = c10::multiply_integers(shape);
   p.indices = empty_device({p.m, p.count}, c10::kLong, self.device());
@@ -342,7 +364,7 @@ Tensor& index_out(const Tensor& self, const c10::List<std::optional<Tensor>>& in
     copy_on_device(out, self);
     return out;
   }
-  IndexPlan p = make_index_plan(self, indices);
+  IndexPlan p = make_index_plan(self, indices, /*warn_uint8=*/false);
   TORCH_CHECK(out.scalar_type() == self.scalar_type(), "index_out: self (", self.scalar_type(),
               ") and result (", out.scalar_type(), ") must have the same scalar type");
   at::native::resize_output(out, p.full_shape);
@@ -360,11 +382,14 @@ Tensor& index_out(const Tensor& self, const c10::List<std::optional<Tensor>>& in
 Tensor& index_put_impl_(Tensor& self, const c10::List<std::optional<Tensor>>& indices,
                         const Tensor& values, bool accumulate, bool /*unsafe*/) {
   common_device("index_put_", {&self, &values});
-  TORCH_CHECK(values.scalar_type() == self.scalar_type(),
-              "Index put requires the source and destination dtypes "
-              "match, got ",
-              self.scalar_type(), " for the destination and ", values.scalar_type(),
-              " for the source.");
+  // The CPU checks the values' shape against the indexing result first, then their dtype.
+  auto check_dtype = [&] {
+    TORCH_CHECK(values.scalar_type() == self.scalar_type(),
+                "Index put requires the source and destination dtypes "
+                "match, got ",
+                self.scalar_type(), " for the destination and ", values.scalar_type(),
+                " for the source.");
+  };
   // The CPU's checks: an expanded self warns; values or indices in self's memory raise.
   if (at::has_internal_overlap(self) == at::MemOverlap::Yes) {
     TORCH_WARN(
@@ -377,16 +402,20 @@ Tensor& index_put_impl_(Tensor& self, const c10::List<std::optional<Tensor>>& in
     if (index.has_value() && index->defined()) at::assert_no_overlap(self, *index);
   }
   if (all_undefined(indices)) {
+    TORCH_CHECK(at::is_expandable_to(values.sizes(), self.sizes()), "shape mismatch: value tensor of shape ",
+                values.sizes(), " cannot be broadcast to indexing result of shape ", self.sizes());
+    check_dtype();
     if (accumulate)
       self.add_(values);
     else
       copy_on_device(self, values);
     return self;
   }
-  IndexPlan p = make_index_plan(self, indices);
+  IndexPlan p = make_index_plan(self, indices, /*warn_uint8=*/true);
   TORCH_CHECK(at::is_expandable_to(values.sizes(), p.full_shape),
               "shape mismatch: value tensor of shape ", values.sizes(),
               " cannot be broadcast to indexing result of shape ", at::IntArrayRef(p.full_shape));
+  check_dtype();
   if (p.count == 0 || self.numel() == 0) return self;
   Tensor v = values.is_cpu() ? values.to(self.device()) : values;
   v = v.expand(p.full_shape).reshape(p.flat_shape);

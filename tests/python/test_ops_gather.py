@@ -321,3 +321,26 @@ def test_scatter_into_a_dim_of_size_zero_raises_as_on_the_cpu(neuron):
     # Every index is out of range there, so the CPU raises although nothing would be written.
     empty, idx = torch.zeros(0, 3), torch.tensor([0])
     same_error(lambda s, i, v: s.scatter_reduce(0, i, v, "sum"), empty, idx.view(1, 1), torch.ones(1, 1))
+
+
+def test_index_put_checks_and_warnings_as_the_cpu(neuron):
+    # A uint8 mask warns once per indexing call (y[mask] in index's meta function,
+    # index_put_ in its own checks); a value of the wrong shape is a shape mismatch before
+    # it is a dtype mismatch; indices that do not broadcast raise IndexError.
+    import warnings
+
+    for device in ("cpu", neuron):
+        mask = torch.zeros(10, dtype=torch.uint8, device=device)
+        y = torch.ones(10, 10, device=device)
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            y.index_put_((mask,), y[mask], accumulate=True)
+        assert [str(x.message).split(" (Triggered")[0] for x in w] == [
+            "indexing with dtype torch.uint8 is now deprecated, please use a dtype torch.bool "
+            "instead."] * 2, device
+    a = torch.arange(4)
+    same_error(lambda t: t.__setitem__(t > -1, torch.tensor([], device=t.device)), a)
+    same_error(lambda t: t.__setitem__(t > -1, torch.tensor([1.0, 2.0, 3.0], device=t.device)), a)
+    same_error(lambda t: t.__setitem__(([0, 1], [0, 1, 2]), 0.0), torch.zeros(5, 5))
+    same_error(lambda t: t.index_put_((t.new_tensor([0, 1]).long(), t.new_tensor([0, 1, 2]).long()),
+                                      t.new_tensor(1.0)), torch.zeros(5, 5))

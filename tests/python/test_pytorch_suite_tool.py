@@ -43,6 +43,10 @@ def test_classify():
     assert suite.classify(wide, "AssertionError: not close", "passed") == "float64-design"
     assert suite.classify(plain, "expected scalar type Double but found Float", "passed") == "float64-design"
     assert suite.classify(plain, "dtype=torch.complex128", "passed") == "float64-design"
+    # float64 inside the test, named by neither the id nor the message: the table says why.
+    assert suite.classify(plain, "GradcheckError: Jacobian mismatch", "passed") == "float64-design"
+    assert suite.explained(plain, "GradcheckError: Jacobian mismatch", suite.FLOAT64_INSIDE)
+    assert suite.explained(plain, "not close", suite.FLOAT64_INSIDE) is None
     for cpu in ("failed", "error", "xfail"):
         assert suite.classify(wide, "x", cpu) == "fails-on-cpu-too"
     for cpu in (None, "skipped"):

@@ -5,6 +5,7 @@
 // count: long reductions are split into fixed-size chunks whose partials combine in order.
 #include <cmath>
 #include <limits>
+#include <memory>
 #include <vector>
 
 #include "float_sum.h"
@@ -135,14 +136,16 @@ struct Reducer {
   static A full(const In* base, const Dims& rd) {
     if (rd.numel <= kChunk) return range(base, rd, 0, rd.numel);
     const int64_t chunks = (rd.numel + kChunk - 1) / kChunk;
-    std::vector<A> part(chunks);
+    // One element per chunk, written by different threads: not std::vector<A>, whose bool
+    // specialisation packs the elements into shared words (all() lost chunk results).
+    std::unique_ptr<A[]> part = std::make_unique<A[]>(chunks);
     auto body = [&](int64_t cb, int64_t ce) {
       for (int64_t c = cb; c < ce; ++c)
         part[c] = range(base, rd, c * kChunk, std::min(rd.numel, (c + 1) * kChunk));
     };
     parallel_for(chunks, 2, body);
     A acc = Cmb::init();
-    for (A v : part) acc = Cmb::apply(acc, v);
+    for (int64_t c = 0; c < chunks; ++c) acc = Cmb::apply(acc, part[c]);
     return acc;
   }
 };

@@ -106,7 +106,7 @@ at::Tensor& unary_out(const at::Tensor& self, at::Tensor& out) {
   TORCH_CHECK(kKind != UnaryKind::SameType || out.scalar_type() == self.scalar_type(),
               "Found dtype ", out.scalar_type(), " but expected ", self.scalar_type());
   decline_half_rsqrt<kOp>(unary_compute(kKind, self.scalar_type()));
-  at::native::resize_output(out, self.sizes());
+  resize_elementwise_out(out, self.sizes(), {&self});
   unary_into(kOp, self, out, unary_compute(kKind, self.scalar_type()));
   return out;
 }
@@ -221,7 +221,7 @@ at::Tensor& binary_out_impl(const at::Tensor& a, const at::Tensor& b,
   TORCH_CHECK(!(out.is_same(a) || out.is_same(b)) || out.sizes().equals(shape),
               "output with shape ", out.sizes(), " doesn't match the broadcast shape ", shape);
   check_writable(out, {&a, &b});  // before a resize, as TensorIterator checks
-  at::native::resize_output(out, shape);
+  resize_elementwise_out(out, shape, {&a, &b});
   binary_into(kOp, kKind, a, b, alpha, out, compute);
   return out;
 }
@@ -562,7 +562,7 @@ Tensor& promoted_binary_out(Op op, const Tensor& a, const Tensor& b, c10::Scalar
                             Tensor& out) {
   check_cast(compute, out);
   const auto shape = broadcast_shape(a, b);
-  at::native::resize_output(out, shape);
+  resize_elementwise_out(out, shape, {&a, &b});
   if (out.numel() == 0) return out;
   const Operand oa = elementwise_operand(a, compute, shape);
   const Operand ob = elementwise_operand(b, compute, shape);

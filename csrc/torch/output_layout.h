@@ -7,6 +7,7 @@
 #pragma once
 
 #include <ATen/core/Tensor.h>
+#include <ATen/native/Resize.h>
 #include <c10/core/MemoryFormat.h>
 
 #include <initializer_list>
@@ -108,6 +109,15 @@ inline at::Tensor empty_elementwise(at::IntArrayRef shape, c10::ScalarType dtype
   const std::vector<int64_t> strides = elementwise_strides(shape, inputs);
   return strides.empty() ? empty_device(shape, dtype, device)
                          : empty_device_strided(shape, strides, dtype, device);
+}
+
+// Resizes an elementwise op's out= as TensorIterator does: an out that must be resized
+// takes the layout a fresh result would have (above); one of the right size keeps its own.
+inline void resize_elementwise_out(const at::Tensor& out, at::IntArrayRef shape,
+                                   std::initializer_list<const at::Tensor*> inputs) {
+  if (!at::native::resize_output(out, shape)) return;
+  const std::vector<int64_t> strides = elementwise_strides(shape, inputs);
+  if (!strides.empty()) out.as_strided_(shape, strides);
 }
 
 }  // namespace openneuron::bridge

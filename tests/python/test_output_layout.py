@@ -81,3 +81,21 @@ def test_layout_edge_cases_match_the_cpu(neuron, case):
     got = f(*[a.to(neuron) for a in args])
     assert got.stride() == want.stride()
     torch.testing.assert_close(got.cpu(), want)
+
+
+@pytest.mark.parametrize("op", [torch.add, torch.eq, torch.mul])
+def test_an_out_that_is_resized_takes_the_inputs_layout(neuron, op):
+    # TensorIterator's rule: out= that must be resized gets the strides a fresh result
+    # would have (a permuted input gives a permuted out); an out of the right size keeps
+    # its own.
+    for perm in ((2, 0, 1), (1, 2, 0)):
+        x = torch.randn(2, 3, 4).permute(perm)
+        cpu = op(x, x, out=torch.empty(0, dtype=op(x, x).dtype))
+        dev = op(x.to(neuron), x.to(neuron), out=torch.empty(0, dtype=cpu.dtype, device=neuron))
+        assert dev.stride() == cpu.stride()
+        torch.testing.assert_close(dev.cpu(), cpu)
+    x = torch.randn(2, 3, 4).permute(2, 0, 1)
+    kept = torch.empty(4, 2, 3, device=neuron)
+    assert torch.exp(x.to(neuron), out=kept).stride() == kept.stride() == (6, 3, 1)
+    assert torch.exp(x.to(neuron), out=torch.empty(0, device=neuron)).stride() == \
+        torch.exp(x, out=torch.empty(0)).stride()

@@ -91,6 +91,22 @@ TEST(Reduce, LargeSumIsAccurateAndThreadIndependent) {
   EXPECT_ALL_NEAR(col, ref_reduce(m, 1, Op::Sum), 1e-6, 1e-5);
 }
 
+TEST(Reduce, LargeBoolMinAndMaxKeepEveryChunk) {
+  // all()/any() are Amin/Amax over Bool: each chunk's partial result is written by
+  // the thread that reduced it, so partials of one bit each must not share a word
+  // (std::vector<bool> did, and a lost write turned all() false about once in a
+  // thousand calls on a busy host). Repeated to give such a race its chances.
+  auto ones = HostTensor::make(DType::Bool, {1 << 20}).fill_fn([](int64_t) { return 1.0; });
+  auto zeros = HostTensor::make(DType::Bool, {1 << 20}).fill_fn([](int64_t) { return 0.0; });
+  auto out = HostTensor::make(DType::Bool, {1});
+  for (int rep = 0; rep < 200; ++rep) {
+    run_op(Op::Amin, {ones.vt(), out.vt()}, 1, {ones.arg(), out.arg()}, {1});
+    ASSERT_EQ(out.get_int(0), 1) << "all() of ones, repetition " << rep;
+    run_op(Op::Amax, {zeros.vt(), out.vt()}, 1, {zeros.arg(), out.arg()}, {1});
+    ASSERT_EQ(out.get_int(0), 0) << "any() of zeros, repetition " << rep;
+  }
+}
+
 TEST(Reduce, IntegerSumIntoInt64AndBool) {
   auto in = HostTensor::make(DType::Int32, {3, 4}).randomize(5, -1000, 1000);
   auto out = HostTensor::make(DType::Int64, {3, 1});

@@ -485,6 +485,10 @@ def main(argv=None) -> int:
 
     if opts.report_only:
         data = json.loads(results_json.read_text())
+        for f in data["files"]:  # the tables above may have changed since the run
+            for x in f.get("failures", []):
+                if x.get("cpu_outcome") != "failed alone":
+                    x["category"] = classify(x["nodeid"], x.get("msg", ""), x.get("cpu_outcome"))
         opts.doc.write_text(render(data["meta"], data["files"]))
         print(f"wrote {opts.doc}")
         return 0

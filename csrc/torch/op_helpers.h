@@ -57,6 +57,16 @@ inline Operand elementwise_operand(const at::Tensor& t, c10::ScalarType compute,
   return tensor_operand(to_dtype_on_device(t, compute).expand(shape));
 }
 
+// As elementwise_operand, with a CPU scalar first cast to `compute`, as TensorIterator
+// casts it for kernels that read it in the common dtype: fmod(x_f16, 1.37) divides by
+// 1.3701171875. (add, mul and the divisions read the scalar's original value instead.)
+inline Operand elementwise_operand_in_dtype(const at::Tensor& t, c10::ScalarType compute,
+                                           at::IntArrayRef shape) {
+  if (is_cpu_scalar(t) && (compute == c10::kHalf || compute == c10::kBFloat16))
+    return scalar_operand(t.to(compute).item(), compute);
+  return elementwise_operand(t, compute, shape);
+}
+
 // A Python-number operand as a wrapped-number tensor, so it does not promote 0-dim
 // tensors (mul.Scalar(float32 0-dim, 0.01) stays float32, as on the CPU).
 inline at::Tensor wrapped_scalar(const at::Scalar& s) {

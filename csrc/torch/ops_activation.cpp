@@ -365,7 +365,9 @@ void fmod_check(c10::ScalarType compute) {
 void fmod_into(const Tensor& a, const Tensor& b, const Tensor& out, c10::ScalarType compute) {
   if (out.numel() == 0) return;
   const at::IntArrayRef shape = out.sizes();
-  run(Op::Fmod, {elementwise_operand(a, compute, shape), elementwise_operand(b, compute, shape)},
+  run(Op::Fmod,
+      {elementwise_operand_in_dtype(a, compute, shape),
+       elementwise_operand_in_dtype(b, compute, shape)},
       out, compute);
 }
 Tensor fmod_t(const Tensor& a, const Tensor& b) {

@@ -564,8 +564,13 @@ Tensor& promoted_binary_out(Op op, const Tensor& a, const Tensor& b, c10::Scalar
   const auto shape = broadcast_shape(a, b);
   resize_elementwise_out(out, shape, {&a, &b});
   if (out.numel() == 0) return out;
-  const Operand oa = elementwise_operand(a, compute, shape);
-  const Operand ob = elementwise_operand(b, compute, shape);
+  // Remainder and atan2 read a CPU scalar in the common dtype; floor division and pow
+  // (their CPU kernels' special cases) its original value.
+  const bool in_dtype = op == Op::Remainder || op == Op::Atan2;
+  const Operand oa = in_dtype ? elementwise_operand_in_dtype(a, compute, shape)
+                              : elementwise_operand(a, compute, shape);
+  const Operand ob = in_dtype ? elementwise_operand_in_dtype(b, compute, shape)
+                              : elementwise_operand(b, compute, shape);
   write_result(
       out, compute,
       [&](const Tensor& t) {

@@ -313,3 +313,24 @@ def test_clamp_out_checks_as_the_cpu(neuron):
         same_error(lambda x: torch.clamp_min(x, 0.5, out=torch.empty(3, dtype=dtype,
                                                                         device=x.device)), X)
     same_error(lambda x: torch.clamp(x, out=x), X)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_half_floor_trunc_division_and_modulo_are_the_cpus_bits(neuron, dtype):
+    # The CPU's half-type kernels round every step to the type when the divisor is a
+    # tensor (trunc(round(a / b))), compute in float when it is a number or broadcast
+    # 0-dim tensor, and cast a number to the type for fmod/remainder. One in five
+    # bfloat16 trunc quotients differed by one before neuron did the same.
+    torch.manual_seed(0)
+    special = torch.tensor([0.0, -0.0, 1.0, -1.0, math.inf, -math.inf, math.nan, 2.5, -7.0])
+    a = torch.cat([torch.randn(4000) * 100, special.repeat_interleave(len(special))]).to(dtype)
+    b = torch.cat([torch.randn(4000), special.repeat(len(special))]).to(dtype)
+    for divisor in (b, 0.37, -2.91, torch.tensor(-0.37, dtype=dtype)):
+        fns = [lambda x, y: torch.div(x, y, rounding_mode="trunc"),
+               lambda x, y: torch.div(x, y, rounding_mode="floor"),
+               lambda x, y: torch.fmod(x, y), lambda x, y: torch.remainder(x, y)]
+        for fn in fns:
+            if isinstance(divisor, torch.Tensor):
+                same(fn, a, divisor, exact=True)
+            else:
+                same(lambda x: fn(x, divisor), a, exact=True)

@@ -303,7 +303,16 @@ at::Tensor& arange_out(const at::Scalar& start, const at::Scalar& end, const at:
   // Integer results take start and step in the integer type (a step of 0.5 repeats start).
   const bool integral = c10::isIntegralType(out.scalar_type(), true);
   const double xstart = start.toDouble(), xstep = step.toDouble();
-  if (out.numel() != size) at::native::resize_output(out, {size});
+  if (out.numel() != size) {  // the CPU's warning and resize (RangeFactories)
+    if (out.numel() > 0) {
+      TORCH_WARN("The number of elements in the out tensor of shape ", out.sizes(), " is ",
+                 out.numel(), " which does not match the computed number of elements ", size,
+                 ". Note that this may occur as a result of rounding error. The out tensor will "
+                 "be resized to a tensor of shape (",
+                 size, ",).");
+    }
+    out.resize_({size});
+  }
   if (size == 0) return out;
   at::Tensor target =
       out.is_contiguous() ? out : empty_device({size}, out.scalar_type(), out.device());
@@ -311,7 +320,8 @@ at::Tensor& arange_out(const at::Scalar& start, const at::Scalar& end, const at:
          {integral ? int_operand(start.toLong()) : float_operand(xstart),
           integral ? int_operand(step.toLong()) : float_operand(xstep)},
          {tensor_operand(target)});
-  if (!target.is_same(out)) copy_on_device(out, target);
+  // An out of the right size keeps its shape and strides: the values go in its logical order.
+  if (!target.is_same(out)) copy_on_device(out, target.view(out.sizes()));
   return out;
 }
 
@@ -353,11 +363,9 @@ void cat_into(const std::vector<std::reference_wrapper<const Tensor>>& ts, int64
               const Tensor& out) {
   int64_t off = 0;
   for (const Tensor& t : ts) {
-    if (t.dim() == 1 && t.size(0) == 0 && out.dim() != 1) continue;
-    if (t.numel() == 0) {
-      if (t.dim() == out.dim()) off += t.size(dim);
-      continue;
-    }
+    // An empty input adds nothing: a legacy [0] tensor is skipped, and an empty one of
+    // out's rank would leave out empty too.
+    if (t.numel() == 0) continue;
     copy_on_device(out.narrow(dim, off, t.size(dim)), t);
     off += t.size(dim);
   }
@@ -369,13 +377,36 @@ c10::Device cat_device(const std::vector<std::reference_wrapper<const Tensor>>& 
   return *device;
 }
 
+// The result's memory format, as the CPU's cat chooses it: the inputs' (legacy empty ones
+// aside) when they all suggest the same one, else contiguous.
+at::MemoryFormat cat_memory_format(const std::vector<std::reference_wrapper<const Tensor>>& ts) {
+  std::optional<at::MemoryFormat> format;
+  for (const Tensor& t : ts) {
+    if (t.dim() == 1 && t.size(0) == 0) continue;
+    const at::MemoryFormat f = t.suggest_memory_format();
+    if (format.has_value() && *format != f) return at::MemoryFormat::Contiguous;
+    format = f;
+  }
+  return format.value_or(at::MemoryFormat::Contiguous);
+}
+
+std::vector<int64_t> format_strides(at::IntArrayRef shape, at::MemoryFormat format) {
+  if (format == at::MemoryFormat::ChannelsLast && shape.size() == 4)
+    return c10::get_channels_last_strides_2d(shape);
+  if (format == at::MemoryFormat::ChannelsLast3d && shape.size() == 5)
+    return c10::get_channels_last_strides_3d(shape);
+  return {};
+}
+
 Tensor cat(const at::ITensorListRef& tensors, int64_t dim) {
   auto ts = tensors.materialize();
   const Tensor* ref;
   const auto shape = cat_shape(ts, dim, ref);
   const c10::Device device = cat_device(ts);
   const auto dtype = at::native::result_type(tensors);
-  Tensor out = empty_device(shape, dtype, device);
+  const auto strides = format_strides(shape, cat_memory_format(ts));
+  Tensor out = strides.empty() ? empty_device(shape, dtype, device)
+                               : empty_device_strided(shape, strides, dtype, device);
   cat_into(ts, dim, out);
   return out;
 }
@@ -390,7 +421,10 @@ Tensor& cat_out(const at::ITensorListRef& tensors, int64_t dim, Tensor& out) {
                    out.scalar_type());
   at::assert_no_internal_overlap(out);  // the CPU's cat checks, before any size
   for (const Tensor& t : ts) at::assert_no_overlap(out, t);
-  at::native::resize_output(out, shape);
+  if (at::native::resize_output(out, shape)) {
+    const auto strides = format_strides(shape, cat_memory_format(ts));
+    if (!strides.empty()) out.as_strided_(shape, strides);
+  }
   cat_into(ts, dim, out);
   return out;
 }

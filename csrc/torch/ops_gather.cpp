@@ -523,6 +523,7 @@ Tensor flip(const Tensor& self, at::IntArrayRef dims) {
 
 Tensor roll(const Tensor& self, c10::SymIntArrayRef shifts_s, at::IntArrayRef dims) {
   const at::IntArrayRef shifts = C10_AS_INTARRAYREF_SLOW(shifts_s);
+  TORCH_CHECK(!shifts.empty(), "`shifts` required");  // the CPU's first check
   if (dims.empty()) {
     TORCH_CHECK(shifts.size() == 1, "shifts and dimensions must align. shifts: ", shifts.size(),
                 ", dims:", dims.size());

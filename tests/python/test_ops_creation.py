@@ -173,3 +173,42 @@ def test_float_to_int_conversion_of_out_of_range_values_is_the_cpus(neuron, dtyp
 def test_cat_into_an_out_it_cannot_be_cast_to_is_a_type_error(neuron):
     same_error(lambda a, o: torch.cat([a, a], out=o), torch.ones(2, dtype=torch.bfloat16),
                torch.empty(4, dtype=torch.bool))
+
+
+def test_cat_layouts_and_legacy_empty_inputs_as_the_cpu(neuron):
+    # Channels-last inputs give a channels-last result (into a resized out= too); legacy
+    # empty [0] tensors are skipped whatever the dim.
+    x = torch.randn(4, 3, 8, 8).contiguous(memory_format=torch.channels_last)
+    y = torch.randn(4, 3, 8, 8).contiguous(memory_format=torch.channels_last)
+    for dim in range(4):
+        cpu = torch.cat((x, y), dim=dim)
+        dev = torch.cat((x.to(neuron), y.to(neuron)), dim=dim)
+        assert dev.stride() == cpu.stride()
+        assert torch.equal(dev.cpu(), cpu)
+        out = torch.empty(0, device=neuron)
+        assert torch.cat((x.to(neuron), y.to(neuron)), dim=dim, out=out).stride() == cpu.stride()
+    mixed = torch.cat((x.to(neuron), y.to(neuron).contiguous()), dim=1)
+    assert mixed.is_contiguous()
+    empty = torch.randn(0)
+    for ts in ((x[:, :1], empty), (empty, x[:, :1]), (empty, empty)):
+        cpu = torch.cat(ts, dim=1)
+        dev = torch.cat([t.to(neuron) for t in ts], dim=1)
+        assert dev.shape == cpu.shape and torch.equal(dev.cpu(), cpu)
+
+
+def test_arange_into_an_out_of_another_shape(neuron):
+    # An out with the right number of elements keeps its shape and strides and takes the
+    # values in its logical order; a wrong count warns as on the CPU and is resized.
+    res = torch.rand(3, 3, 30, device=neuron).to(torch.int64).permute(2, 0, 1)
+    torch.arange(0, 270, out=res)
+    assert res.stride() == (1, 90, 30)
+    assert torch.equal(res.flatten().cpu(), torch.arange(270))
+    line = torch.zeros(1, 49, device=neuron)
+    with pytest.warns(UserWarning, match="The out tensor will be resized"):
+        torch.arange(-1, 1, 2.0 / 49, dtype=torch.float32, out=line)
+    # Values within an ulp: the CPU's vector loop adds lanes to a float base.
+    torch.testing.assert_close(line.cpu(), torch.arange(-1, 1, 2.0 / 49, dtype=torch.float32))
+
+
+def test_roll_without_shifts_is_the_cpus_error(neuron):
+    same_error(lambda t: t.roll(shifts=(), dims=()), torch.arange(4.0))

@@ -174,7 +174,17 @@ at::Tensor adaptive_avg_pool2d(const at::Tensor& self, c10::SymIntArrayRef out_s
   return out;
 }
 
+// The CPU's check of an adaptive pooling gradient: non-batch dims must not be empty.
+void check_adaptive_grad(const char* name, const at::Tensor& grad) {
+  for (int64_t d = 1; d < grad.dim(); ++d)
+    TORCH_CHECK(grad.size(d) > 0, name,
+                "(): Expected grad_output to have non-zero size for non-batch dimensions, but "
+                "grad_output has sizes ",
+                grad.sizes(), " with dimension ", d, " being empty");
+}
+
 at::Tensor adaptive_avg_pool2d_backward(const at::Tensor& grad, const at::Tensor& self) {
+  check_adaptive_grad("adaptive_avg_pool2d_backward", grad);
   common_device("adaptive_avg_pool2d_backward", {&grad, &self});
   TORCH_CHECK(grad.dim() == self.dim(),
               "adaptive_avg_pool2d_backward(): Expected grad_output to "
@@ -198,6 +208,7 @@ std::tuple<at::Tensor, at::Tensor> adaptive_max_pool2d(const at::Tensor& self,
 
 at::Tensor adaptive_max_pool2d_backward(const at::Tensor& grad, const at::Tensor& self,
                                         const at::Tensor& indices) {
+  check_adaptive_grad("adaptive_max_pool2d_backward", grad);
   return max_pool_backward_common(grad, self, indices);
 }
 

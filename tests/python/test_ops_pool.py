@@ -103,3 +103,10 @@ def test_channels_last_in_channels_last_out(neuron, fn):
         t.sum().backward()
     assert xn.grad.stride() == xc.grad.stride()
     torch.testing.assert_close(xn.grad.cpu(), xc.grad)
+
+
+@pytest.mark.parametrize("fn", [F.adaptive_avg_pool2d, F.adaptive_max_pool2d])
+def test_adaptive_pooling_to_an_empty_output_has_no_gradient(neuron, fn):
+    # As on the CPU: the forward gives an empty result, its backward raises.
+    helpers.same_error(lambda t: fn(t.requires_grad_(), 0).sum().backward(),
+                       torch.randn(1, 4, 10, 9))

@@ -677,9 +677,20 @@ Tensor& bitwise_not_out(const Tensor& self, Tensor& out) {
   return out;
 }
 
+// complex32 (ComplexHalf) pow: the CPU's kernel has none (CUDA's has); it is computed in
+// complex64, through the complex path below, and rounded to complex32 once.
+Tensor& pow_complex_half_out(const Tensor& result, Tensor& out) {
+  check_cast(c10::kComplexHalf, out);
+  at::native::resize_output(out, result.sizes());
+  if (out.numel() > 0) copy_on_device(out, result);
+  return out;
+}
+
 Tensor& pow_ts_out(const Tensor& self, const at::Scalar& exp, Tensor& out) {
   check_out_device(out, self.device(), "pow");
   const auto compute = at::result_type(self, exp);
+  if (compute == c10::kComplexHalf)
+    return pow_complex_half_out(at::pow(self.to(c10::kComplexFloat), exp), out);
   if (c10::isComplexType(compute) || exp.isComplex()) {
     route_to_cpu("aten::pow", "Tensor_Scalar_out", self, exp, out);
     return out;
@@ -719,6 +730,10 @@ Tensor& pow_tt_out(const Tensor& self, const Tensor& exponent, Tensor& out) {
   const c10::Device device = common_device("pow", {&self, &exponent});
   check_out_device(out, device, "pow");
   const auto compute = at::result_type(self, exponent);
+  if (compute == c10::kComplexHalf) {
+    return pow_complex_half_out(
+        at::pow(self.to(c10::kComplexFloat), exponent.to(c10::kComplexFloat)), out);
+  }
   if (c10::isComplexType(compute)) {
     route_to_cpu("aten::pow", "Tensor_Tensor_out", self, exponent, out);
     return out;
@@ -729,6 +744,8 @@ Tensor& pow_tt_out(const Tensor& self, const Tensor& exponent, Tensor& out) {
 Tensor& pow_st_out(const at::Scalar& self, const Tensor& exponent, Tensor& out) {
   check_out_device(out, exponent.device(), "pow");
   const auto compute = at::result_type(self, exponent);
+  if (compute == c10::kComplexHalf)
+    return pow_complex_half_out(at::pow(self, exponent.to(c10::kComplexFloat)), out);
   if (c10::isComplexType(compute) || self.isComplex()) {
     route_to_cpu("aten::pow", "Scalar_out", self, exponent, out);
     return out;

@@ -334,3 +334,18 @@ def test_half_floor_trunc_division_and_modulo_are_the_cpus_bits(neuron, dtype):
                 same(fn, a, divisor, exact=True)
             else:
                 same(lambda x: fn(x, divisor), a, exact=True)
+
+
+def test_complex32_pow_is_complex64_pow_rounded_once(neuron):
+    # The CPU has no complex32 pow (it raises "not implemented for 'ComplexHalf'"); CUDA
+    # has one. neuron computes it in complex64 and rounds the result to complex32.
+    torch.manual_seed(0)
+    x = torch.randn(50).half()
+    z = torch.randn(50, dtype=torch.complex64).to(torch.complex32)
+    cases = [(lambda a: torch.pow(2.2 - 1.6j, a), x), (lambda a: torch.pow(a, 2), z),
+             (lambda a: torch.pow(a, 0.5j), x), (lambda a: torch.pow(a, a), z)]
+    for fn, arg in cases:
+        dev = fn(arg.to(neuron))
+        ref = fn(arg.to(torch.complex64) if arg.is_complex() else arg.float()).to(torch.complex32)
+        assert dev.dtype == torch.complex32
+        assert torch.equal(dev.cpu().view(torch.float16), ref.view(torch.float16))

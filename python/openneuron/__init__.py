@@ -57,10 +57,11 @@ def _load() -> None:
     # Trainium's native low-precision type: autocast(device_type="neuron") uses bf16.
     torch.set_autocast_dtype("neuron", torch.bfloat16)
     _printing.install()
-    from . import _compat, _loss_defaults
+    from . import _autograd_exit, _compat, _loss_defaults
 
     _compat.install()  # module.to("neuron") keeps Parameter objects, as on CUDA
     _loss_defaults.install()  # chunked linear_cross_entropy: the CPU's accumulation
+    _autograd_exit.install()  # no abort at exit right after a backward pass
     from . import distributed
 
     distributed.register()  # the c10d backend "neuron"

@@ -23,12 +23,14 @@ template <class T>
 struct HalfSteps {
   template <class C>
   struct DivTrunc {
-    C alpha; Ctx ctx;
+    C alpha;
+    Ctx ctx;
     ON_INLINE C operator()(C a, C b) const { return std::trunc(round_to<T>(a / b)); }
   };
   template <class C>
   struct FloorDivide {
-    C alpha; Ctx ctx;
+    C alpha;
+    Ctx ctx;
     ON_INLINE C operator()(C a, C b) const {
       const auto r = [](C v) { return round_to<T>(v); };
       if (b == 0) return r(a / b);
@@ -42,10 +44,14 @@ struct HalfSteps {
     }
   };
 };
-template <class C> using HalfStepDivTruncBf16 = HalfSteps<bf16>::DivTrunc<C>;
-template <class C> using HalfStepDivTruncF16 = HalfSteps<f16>::DivTrunc<C>;
-template <class C> using HalfStepFloorBf16 = HalfSteps<bf16>::FloorDivide<C>;
-template <class C> using HalfStepFloorF16 = HalfSteps<f16>::FloorDivide<C>;
+template <class C>
+using HalfStepDivTruncBf16 = HalfSteps<bf16>::DivTrunc<C>;
+template <class C>
+using HalfStepDivTruncF16 = HalfSteps<f16>::DivTrunc<C>;
+template <class C>
+using HalfStepFloorBf16 = HalfSteps<bf16>::FloorDivide<C>;
+template <class C>
+using HalfStepFloorF16 = HalfSteps<f16>::FloorDivide<C>;
 
 // The divisor (operand 2: output, dividend, divisor) reaches every element from one place.
 bool divisor_broadcast(const ElementwiseParams& p) {
@@ -86,10 +92,12 @@ onrt_kernel_fn binary_kernel(BinaryOp op, DType out, DType in) {
     case BinaryOp::Pow: return pick_same<PowF, kNum>(out, in);
     case BinaryOp::Remainder: return pick_same<RemainderF, kNum>(out, in);
     case BinaryOp::FloorDivide:
-      if (auto fn = half_division<HalfStepFloorBf16, HalfStepFloorF16, FloorDivideF>(out, in)) return fn;
+      if (auto fn = half_division<HalfStepFloorBf16, HalfStepFloorF16, FloorDivideF>(out, in))
+        return fn;
       return pick_same<FloorDivideF, kNum>(out, in);
     case BinaryOp::DivTrunc:
-      if (auto fn = half_division<HalfStepDivTruncBf16, HalfStepDivTruncF16, DivTruncF>(out, in)) return fn;
+      if (auto fn = half_division<HalfStepDivTruncBf16, HalfStepDivTruncF16, DivTruncF>(out, in))
+        return fn;
       return pick_same<DivTruncF, kNum>(out, in);
     case BinaryOp::Atan2: return pick_same<Atan2F, kFloat>(out, in);
     case BinaryOp::BitwiseAnd: return pick_same<BitAndF, kInt>(out, in);

@@ -61,7 +61,7 @@ inline Operand elementwise_operand(const at::Tensor& t, c10::ScalarType compute,
 // casts it for kernels that read it in the common dtype: fmod(x_f16, 1.37) divides by
 // 1.3701171875. (add, mul and the divisions read the scalar's original value instead.)
 inline Operand elementwise_operand_in_dtype(const at::Tensor& t, c10::ScalarType compute,
-                                           at::IntArrayRef shape) {
+                                            at::IntArrayRef shape) {
   if (is_cpu_scalar(t) && (compute == c10::kHalf || compute == c10::kBFloat16))
     return scalar_operand(t.to(compute).item(), compute);
   return elementwise_operand(t, compute, shape);

@@ -269,8 +269,9 @@ IndexPlan make_index_plan(const Tensor& self, const c10::List<std::optional<Tens
     if (t.device() != self.device()) t = t.to(self.device());
     if (t.scalar_type() == c10::kBool || t.scalar_type() == c10::kByte) {
       if (warn_uint8 && t.scalar_type() == c10::kByte) {
-        TORCH_WARN("indexing with dtype torch.uint8 is now deprecated,"
-                   " please use a dtype torch.bool instead.");
+        TORCH_WARN(
+            "indexing with dtype torch.uint8 is now deprecated,"
+            " please use a dtype torch.bool instead.");
       }
       const int64_t start = static_cast<int64_t>(idx.size());
       for (int64_t j = 0; j < t.dim(); ++j) {
@@ -326,8 +327,10 @@ IndexPlan make_index_plan(const Tensor& self, const c10::List<std::optional<Tens
     if (!broadcasts) {
       std::ostringstream shapes;
       for (size_t k = 0; k < used.size(); ++k) shapes << (k ? ", " : "") << used[k].sizes();
-      TORCH_CHECK_INDEX(false, "shape mismatch: indexing tensors could not be broadcast together "
-                        "with shapes ", shapes.str());
+      TORCH_CHECK_INDEX(false,
+                        "shape mismatch: indexing tensors could not be broadcast together "
+                        "with shapes ",
+                        shapes.str());
     }
     shape = at::infer_size_dimvector(shape, t.sizes());
   }
@@ -402,8 +405,9 @@ Tensor& index_put_impl_(Tensor& self, const c10::List<std::optional<Tensor>>& in
     if (index.has_value() && index->defined()) at::assert_no_overlap(self, *index);
   }
   if (all_undefined(indices)) {
-    TORCH_CHECK(at::is_expandable_to(values.sizes(), self.sizes()), "shape mismatch: value tensor of shape ",
-                values.sizes(), " cannot be broadcast to indexing result of shape ", self.sizes());
+    TORCH_CHECK(at::is_expandable_to(values.sizes(), self.sizes()),
+                "shape mismatch: value tensor of shape ", values.sizes(),
+                " cannot be broadcast to indexing result of shape ", self.sizes());
     check_dtype();
     if (accumulate)
       self.add_(values);

@@ -222,7 +222,8 @@ at::Tensor upsample2d(const at::Tensor& self, at::IntArrayRef out_size, std::opt
   TORCH_CHECK(self.dim() == 4, "Non-empty 4D data tensor expected but got a tensor with sizes ",
               self.sizes());
   const auto full = at::native::upsample_2d_common_check(self.sizes(), out_size);
-  at::Tensor out = empty_pool_result({full[0], full[1], full[2], full[3]}, self.scalar_type(), self);
+  at::Tensor out =
+      empty_pool_result({full[0], full[1], full[2], full[3]}, self.scalar_type(), self);
   if (out.numel() == 0) return out;
   launch(kOp,
          {tensor_operand(self), float_operand(scale_or_zero(sh)), float_operand(scale_or_zero(sw))},

@@ -127,6 +127,8 @@ FLOAT64_INSIDE = {
         "dtypes; on neuron both are float32",
     r"test_comparison_ops_with_type_promotion_neuron": "checks that a float64 (complex128) "
         "input keeps that dtype; on neuron it is float32 (complex64)",
+    r"test_clip_grad_norm_error_if_nonfinite": "its large gradients (2e200) are finite only "
+        "in float64; in float32 they are infinite, so the norms it expects finite are not",
     r"test_logcumsumexp_neuron\b": "its last check expects an error for a float64 input with a "
         "float32 out; on neuron both are float32",
     r"test_memory_format_type_shortcuts": "its last check converts a float64 tensor with "
@@ -161,6 +163,11 @@ KNOWN_REASONS = {
     r"test_basic_advanced_combined_neuron": "fails only after test_trivial_fancy_out_of_bounds "
         "in the same process (passes alone): that test's out-of-range index is reported at the "
         "next synchronisation, which is in this test",
+    r"test_one_hot_neuron": "PyTorch's one_hot leaves the class-range check to the device "
+        "for PrivateUse1 (as for CUDA, which the test skips): an out-of-range class is "
+        "reported at the next synchronisation",
+    r"test_TransformerEncoderLayer_empty": "its fast path builds nested tensors on the device: "
+        "neuron has no NestedTensor backend",
     r"test_trivial_fancy_out_of_bounds": "an index out of range is found by the device kernel "
         "and raised at the next synchronisation (a RuntimeError naming the op), as CUDA reports a "
         "device-side assert; the test skips CUDA for that reason",

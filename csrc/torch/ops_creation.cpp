@@ -390,23 +390,13 @@ at::MemoryFormat cat_memory_format(const std::vector<std::reference_wrapper<cons
   return format.value_or(at::MemoryFormat::Contiguous);
 }
 
-std::vector<int64_t> format_strides(at::IntArrayRef shape, at::MemoryFormat format) {
-  if (format == at::MemoryFormat::ChannelsLast && shape.size() == 4)
-    return c10::get_channels_last_strides_2d(shape);
-  if (format == at::MemoryFormat::ChannelsLast3d && shape.size() == 5)
-    return c10::get_channels_last_strides_3d(shape);
-  return {};
-}
-
 Tensor cat(const at::ITensorListRef& tensors, int64_t dim) {
   auto ts = tensors.materialize();
   const Tensor* ref;
   const auto shape = cat_shape(ts, dim, ref);
   const c10::Device device = cat_device(ts);
   const auto dtype = at::native::result_type(tensors);
-  const auto strides = format_strides(shape, cat_memory_format(ts));
-  Tensor out = strides.empty() ? empty_device(shape, dtype, device)
-                               : empty_device_strided(shape, strides, dtype, device);
+  Tensor out = empty_in_format(shape, dtype, device, cat_memory_format(ts));
   cat_into(ts, dim, out);
   return out;
 }
@@ -422,7 +412,7 @@ Tensor& cat_out(const at::ITensorListRef& tensors, int64_t dim, Tensor& out) {
   at::assert_no_internal_overlap(out);  // the CPU's cat checks, before any size
   for (const Tensor& t : ts) at::assert_no_overlap(out, t);
   if (at::native::resize_output(out, shape)) {
-    const auto strides = format_strides(shape, cat_memory_format(ts));
+    const auto strides = memory_format_strides(shape, cat_memory_format(ts));
     if (!strides.empty()) out.as_strided_(shape, strides);
   }
   cat_into(ts, dim, out);

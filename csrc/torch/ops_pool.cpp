@@ -64,10 +64,7 @@ at::DimVector pool_out_shape(const at::Tensor& self, const Pool2dArgs& a, bool c
 // A pooling result in the memory format of `like`, as the CPU's pooling kernels
 // allocate theirs: a channels-last input gives channels-last outputs and gradients.
 at::Tensor empty_pool_result(at::IntArrayRef shape, c10::ScalarType dtype, const at::Tensor& like) {
-  if (shape.size() == 4 && like.suggest_memory_format() == at::MemoryFormat::ChannelsLast)
-    return empty_device_strided(shape, c10::get_channels_last_strides_2d(shape), dtype,
-                                like.device());
-  return empty_device(shape, dtype, like.device());
+  return empty_in_format(shape, dtype, like.device(), like.suggest_memory_format());
 }
 
 std::tuple<at::Tensor, at::Tensor> max_pool2d_with_indices(

@@ -111,6 +111,25 @@ inline at::Tensor empty_elementwise(at::IntArrayRef shape, c10::ScalarType dtype
                          : empty_device_strided(shape, strides, dtype, device);
 }
 
+// Dense strides of `format` for `shape` (channels-last for 4-d, channels-last-3d for 5-d),
+// or an empty vector for a contiguous layout.
+inline std::vector<int64_t> memory_format_strides(at::IntArrayRef shape, at::MemoryFormat format) {
+  if (format == at::MemoryFormat::ChannelsLast && shape.size() == 4)
+    return c10::get_channels_last_strides_2d(shape);
+  if (format == at::MemoryFormat::ChannelsLast3d && shape.size() == 5)
+    return c10::get_channels_last_strides_3d(shape);
+  return {};
+}
+
+// A fresh device tensor laid out in `format` (pooling and cat results follow their
+// inputs' suggested format, as the CPU's kernels allocate them).
+inline at::Tensor empty_in_format(at::IntArrayRef shape, c10::ScalarType dtype, c10::Device device,
+                                  at::MemoryFormat format) {
+  const std::vector<int64_t> strides = memory_format_strides(shape, format);
+  return strides.empty() ? empty_device(shape, dtype, device)
+                         : empty_device_strided(shape, strides, dtype, device);
+}
+
 // Resizes an elementwise op's out= as TensorIterator does: an out that must be resized
 // takes the layout a fresh result would have (above); one of the right size keeps its own.
 inline void resize_elementwise_out(const at::Tensor& out, at::IntArrayRef shape,

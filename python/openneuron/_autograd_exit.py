@@ -6,8 +6,7 @@ graph; a tensor whose last reference goes there is freed with the GIL taken. A s
 that ends right after `backward()` can reach interpreter finalization in that window, and
 a thread taking the GIL then is ended by Python with a forced unwind that C++ turns into
 `terminate called without an active exception` (PyTorch issue 190489; CUDA's device
-threads share it). It happened in about one run in ten of a script ending with a
-backward pass over empty tensors.
+threads share it).
 
 At exit, while the interpreter is still whole, one tiny backward pass per core queues
 behind whatever the device threads were releasing, so that work is finished before

@@ -4,7 +4,6 @@ op and recorded; later calls as one program (whole_graph.py)."""
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 import warnings
@@ -15,6 +14,7 @@ import torch
 import torch.fx
 
 from . import cpu_autocopy, graph_check, metrics
+from .switches import switch
 from .whole_graph import WholeGraph
 
 # Options of torch.compile(backend="neuron", options={...}).
@@ -33,13 +33,8 @@ def fallback_execution_default() -> bool:
     CPU fallback as in eager mode. Off by default, as in TorchNeuron:
     OPENNEURON_COMPILE_FALLBACK=1, or TorchNeuron's TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION=0,
     turns it on."""
-    ours = os.environ.get("OPENNEURON_COMPILE_FALLBACK")
-    if ours is not None:
-        return ours.strip().lower() in ("1", "true", "yes", "on")
-    theirs = os.environ.get("TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION")
-    if theirs is not None:
-        return theirs.strip().lower() in ("0", "false", "no", "off")
-    return False
+    return switch("OPENNEURON_COMPILE_FALLBACK", "TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION",
+                  default=False)
 
 
 def _missing_message(missing: list[graph_check.MissingLowering]) -> str:

@@ -12,21 +12,17 @@ are, as eager mode would.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
 
-_TRUE = ("1", "true", "yes", "on")
+from .switches import switch
 
 
 def enabled() -> bool:
-    ours = os.environ.get("OPENNEURON_CPU_AUTOCOPY")
-    if ours is not None:
-        return ours.strip().lower() in _TRUE
-    theirs = os.environ.get("TORCH_NEURONX_DYNAMO_DISABLE_CPU_AUTOCOPY")
-    return not (theirs is not None and theirs.strip().lower() in _TRUE)
+    return switch("OPENNEURON_CPU_AUTOCOPY", "TORCH_NEURONX_DYNAMO_DISABLE_CPU_AUTOCOPY",
+                  default=True)
 
 
 def _target_device(example_inputs: Sequence[Any]) -> torch.device:

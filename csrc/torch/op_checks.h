@@ -24,6 +24,13 @@ void check_out_device(const at::Tensor& out, c10::Device device, const char* met
 // A result of type `from` must be castable to out's dtype.
 void check_cast(c10::ScalarType from, const at::Tensor& out);
 
+// An output that is also read (in place, or an out= that is an input) is not resized
+// (TensorIterator's rule): the inputs' broadcast shape must be its own, empty or not.
+inline void check_output_shape(const at::Tensor& out, at::IntArrayRef broadcast) {
+  TORCH_CHECK(out.sizes().equals(broadcast), "output with shape ", out.sizes(),
+              " doesn't match the broadcast shape ", broadcast);
+}
+
 // A structured ATen kernel's meta function run for its argument checks alone (PyTorch's
 // own checks, in its order, with its messages): the output it describes is discarded.
 // MetaChecks<at::meta::structured_linalg_vector_norm>().meta(self, ord, dim, keepdim, dtype);

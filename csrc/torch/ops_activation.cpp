@@ -384,9 +384,7 @@ Tensor& fmod_t_(Tensor& a, const Tensor& b) {
   const auto compute = at::result_type(a, b);
   fmod_check(compute);
   check_cast(compute, a);
-  TORCH_CHECK(at::infer_size_dimvector(a.sizes(), b.sizes()) == a.sizes(), "output with shape ",
-              a.sizes(), " doesn't match the broadcast shape ",
-              at::infer_size_dimvector(a.sizes(), b.sizes()));
+  check_output_shape(a, at::infer_size_dimvector(a.sizes(), b.sizes()));
   fmod_into(a, b, a, compute);
   return a;
 }

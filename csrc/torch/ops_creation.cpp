@@ -224,9 +224,7 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst_arg, bool non
   TORCH_CHECK(self.defined() && dst_arg.defined(), "copy_: undefined tensor");
   if (dst_arg.numel() == 0) {
     // Nothing to copy; the CPU's TensorIterator still requires src to broadcast to dst.
-    const auto shape = at::infer_size_dimvector(dst_arg.sizes(), self.sizes());
-    TORCH_CHECK(dst_arg.sizes().equals(shape), "output with shape ", dst_arg.sizes(),
-                " doesn't match the broadcast shape ", shape);
+    check_output_shape(dst_arg, at::infer_size_dimvector(dst_arg.sizes(), self.sizes()));
     return dst_arg;
   }
   // copy_ leaves these checks to the device's _copy_from (its TensorIterator does them on

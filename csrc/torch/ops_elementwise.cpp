@@ -188,8 +188,7 @@ at::Tensor& binary_inplace_impl(at::Tensor& self, const at::Tensor& other,
   common_device(op_name(kOp), {&self, &other});
   const auto compute = binary_compute(kKind, self, other);
   check_cast(binary_result(kKind, compute), self);
-  TORCH_CHECK(broadcast_shape(self, other) == self.sizes(), "output with shape ", self.sizes(),
-              " doesn't match the broadcast shape ", broadcast_shape(self, other));
+  check_output_shape(self, broadcast_shape(self, other));
   binary_into(kOp, kKind, self, other, alpha, self, compute);
   return self;
 }
@@ -204,8 +203,7 @@ at::Tensor& binary_out_impl(const at::Tensor& a, const at::Tensor& b,
   const auto shape = broadcast_shape(a, b);
   // An out that is also an input is read as well as written: it is not resized
   // (TensorIterator's rule, and its message).
-  TORCH_CHECK(!(out.is_same(a) || out.is_same(b)) || out.sizes().equals(shape),
-              "output with shape ", out.sizes(), " doesn't match the broadcast shape ", shape);
+  if (out.is_same(a) || out.is_same(b)) check_output_shape(out, shape);
   check_writable(out, {&a, &b});  // before a resize, as TensorIterator checks
   resize_elementwise_out(out, shape, {&a, &b});
   binary_into(kOp, kKind, a, b, alpha, out, compute);

@@ -80,6 +80,7 @@ at::Tensor& addc_(at::Tensor& self, const at::Tensor& t1, const at::Tensor& t2,
                   const at::Scalar& value) {
   common_device(op_name(kOp), {&self, &t1, &t2});
   check_addc<kOp>(self, t1, t2, self);
+  check_output_shape(self, at::infer_size_dimvector(self.sizes(), broadcast_shape(t1, t2)));
   addc_into<kOp>(self, t1, t2, value, self);
   return self;
 }
@@ -95,6 +96,7 @@ at::Tensor& addc_out(const at::Tensor& self, const at::Tensor& t1, const at::Ten
 
 void lerp_into(const at::Tensor& self, const at::Tensor& end, const at::Tensor& weight,
                const at::Tensor& out) {
+  check_output_shape(out, at::infer_size_dimvector(self.sizes(), broadcast_shape(end, weight)));
   if (out.numel() == 0) return;
   check_writable(out, {&self, &end, &weight});
   const auto compute = self.scalar_type();

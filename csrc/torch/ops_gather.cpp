@@ -20,6 +20,18 @@ at::Tensor index_select(const at::Tensor& self, int64_t dim, const at::Tensor& i
   const int64_t d = c10::maybe_wrap_dim(dim, self.dim());
   at::DimVector shape(self.sizes().begin(), self.sizes().end());
   if (self.dim() > 0) shape[d] = index.numel();
+  // A dim of size 0 has no valid index: the CPU's errors, raised before nothing would run.
+  if (self.numel() == 0 && index.numel() > 0) {
+    TORCH_CHECK(self.dim() <= 1 || self.size(d) > 0,
+                "index_select(): self indexing axis dim should be positive");
+    TORCH_CHECK_INDEX(self.dim() > 1, "index out of range in self");
+    // The CPU bounds the indices from above though nothing is read: a rare case, so it
+    // may wait for the index values.
+    const at::Tensor flat = index.reshape({-1});
+    const at::Tensor too_big = flat.masked_select(flat >= self.size(d));
+    TORCH_CHECK(too_big.numel() == 0, "INDICES element is out of DATA bounds, id=",
+                too_big.numel() ? too_big[0].item<int64_t>() : 0, " axis_dim=", self.size(d));
+  }
   at::Tensor out = empty_device(shape, self.scalar_type(), device);
   if (out.numel() == 0) return out;
   launch(Op::IndexSelect,
@@ -185,6 +197,12 @@ Tensor& index_addcopy_out(const Tensor& self, int64_t dim, const Tensor& index,
   const int64_t n = source.dim() > 0 ? source.size(dim) : 1;
   TORCH_CHECK_INDEX(index.numel() == n, name, "(): Number of indices (", index.numel(),
                     ") should be equal to source.size(dim) (", n, ")");
+  // Into a dim of size 0 every index is out of range; the CPU raises though nothing would run.
+  if (index.numel() > 0 && self.dim() > 0 && self.size(dim) == 0) {
+    TORCH_CHECK_INDEX(kOp != Op::IndexAdd || self.dim() > 1, "index out of range in self");
+    TORCH_CHECK(kOp != Op::IndexCopy, name, "(): index out of range: dimension ", dim,
+                " of self has size 0");
+  }
   at::native::resize_output(out, self.sizes());
   if (out.numel() == 0) return out;
   if (index.numel() == 0) {
@@ -336,6 +354,11 @@ IndexPlan make_index_plan(const Tensor& self, const c10::List<std::optional<Tens
   }
   p.idx_shape = shape;
   p.count = c10::multiply_integers(shape);
+  // No number indexes a dim of size 0 (the CPU's check, in AdvancedIndex, before any kernel).
+  for (size_t k = 0; k < used.size() && p.count > 0; ++k) {
+    TORCH_CHECK_INDEX(p.self.size(p.pos + static_cast<int64_t>(k)) > 0,
+                      "index is out of bounds for dimension with size 0");
+  }
   p.indices = empty_device({p.m, p.count}, c10::kLong, self.device());
   for (int64_t k = 0; k < p.m && p.count > 0; ++k)
     copy_on_device(p.indices.select(0, k).view(shape), used[k].expand(shape));

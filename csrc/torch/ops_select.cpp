@@ -132,9 +132,7 @@ void check_mask(const Tensor& self, const Tensor& mask) {
               "masked_fill_ only supports boolean masks, but got mask "
               "with dtype ",
               mask.scalar_type());
-  const auto shape = at::infer_size_dimvector(self.sizes(), mask.sizes());
-  TORCH_CHECK(at::IntArrayRef(shape) == self.sizes(), "output with shape ", self.sizes(),
-              " doesn't match the broadcast shape ", shape);
+  check_output_shape(self, at::infer_size_dimvector(self.sizes(), mask.sizes()));
   // The CPU's checks: an expanded self warns, a mask sharing part of self's memory raises.
   if (at::has_internal_overlap(self) == at::MemOverlap::Yes) {
     TORCH_WARN(

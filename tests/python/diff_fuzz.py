@@ -1841,12 +1841,7 @@ RETURNS = r"the CPU raises \w+: .*; neuron returns"
 # Real neuron bugs (reported; each one a strict xfail in diff_fuzz_corpus.jsonl). The bounded
 # run counts them apart, so that it fails on new differences only.
 # Real neuron bugs found and not yet fixed (the fixed ones' cases stay in the corpus).
-KNOWN_BUGS = {
-    "zero-size-checks": Difference(
-        ("*",), RETURNS, "an op with a zero-size operand returns without PyTorch's argument checks: the CPU "
-        "raises (index_add/index_put_/index_select with out-of-range indices into a size-0 dim), neuron "
-        "returns", empty=True),
-}
+KNOWN_BUGS: dict = {}
 # Differences that are not neuron bugs: noted, and the program ends there.
 ACCEPTED = {
     "empty-matmul-dtypes": Difference(

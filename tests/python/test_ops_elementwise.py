@@ -349,3 +349,15 @@ def test_complex32_pow_is_complex64_pow_rounded_once(neuron):
         ref = fn(arg.to(torch.complex64) if arg.is_complex() else arg.float()).to(torch.complex32)
         assert dev.dtype == torch.complex32
         assert torch.equal(dev.cpu().view(torch.float16), ref.view(torch.float16))
+
+
+@pytest.mark.parametrize("empty", [False, True])
+def test_in_place_ternary_ops_keep_their_output_shape_as_on_the_cpu(neuron, empty):
+    # An in-place result is not resized: inputs that broadcast to a larger shape, or do not
+    # broadcast, raise the CPU's message, also when the output is empty and nothing would run.
+    n = 0 if empty else 4
+    same_error(lambda s, t: s.addcmul_(t, s), torch.zeros(n), torch.ones(3, n))
+    same_error(lambda s, t: s.addcdiv_(s, t), torch.zeros(n), torch.ones(3, n))
+    same_error(lambda s, t: s.addcmul_(t, t), torch.zeros(n), torch.ones(n + 3))
+    same_error(lambda s, t: s.lerp_(t, 0.5), torch.zeros(n, 4), torch.ones(1, n, 1))
+    same_error(lambda s, w: s.lerp_(s, w), torch.zeros(n), torch.ones(2, n))

@@ -323,6 +323,25 @@ def test_scatter_into_a_dim_of_size_zero_raises_as_on_the_cpu(neuron):
     same_error(lambda s, i, v: s.scatter_reduce(0, i, v, "sum"), empty, idx.view(1, 1), torch.ones(1, 1))
 
 
+def test_index_ops_into_a_dim_of_size_zero_raise_at_once_as_on_the_cpu(neuron):
+    # No number indexes a dim of size 0: index_add, index_select, embedding and
+    # advanced-index writes raise the CPU's error at the call, not later on the stream.
+    idx = torch.tensor([0, 1])
+    same_error(lambda s, i, v: s.index_add(0, i, v), torch.zeros(0, dtype=torch.long), idx, torch.ones(2).long())
+    same_error(lambda s, i: s.index_select(0, i), torch.zeros(0), idx)
+    same_error(lambda s, i: s.index_select(0, i), torch.zeros(0, 3), idx)
+    same_error(lambda i, w: torch.nn.functional.embedding(i, w), idx, torch.zeros(0, 3))
+    same_error(lambda s, i, v: s.index_put_((i,), v, accumulate=True), torch.zeros(0), idx, torch.ones(1))
+    same_error(lambda s, i: s.__setitem__((slice(None), i), 1.0), torch.zeros(3, 0), idx)
+    with pytest.raises(RuntimeError, match=r"index_copy_\(\): index out of range: dimension 0 of self has size 0"):
+        torch.zeros(0, device=neuron).index_copy(0, idx.to(neuron), torch.ones(2, device=neuron))
+    # Where the CPU checks nothing (a dim of size 0 that is not indexed), neither does neuron.
+    for device in ("cpu", neuron):
+        assert torch.zeros(0, 3, device=device).index_add(0, idx.to(device), torch.ones(2, 3, device=device)).shape == (0, 3)
+        assert torch.zeros(3, 0, device=device).index_copy(0, torch.tensor([0, 7], device=device),
+                                                           torch.ones(2, 0, device=device)).shape == (3, 0)
+
+
 def test_index_put_checks_and_warnings_as_the_cpu(neuron):
     # A uint8 mask warns once per indexing call (y[mask] in index's meta function,
     # index_put_ in its own checks); a value of the wrong shape is a shape mismatch before

@@ -117,6 +117,30 @@ int gemm_k0(const GemmParams& p, const onrt_arg* args, double beta) {
   return 0;
 }
 
+template <class T>
+int gemm_k1(const GemmParams& p, const onrt_arg* args, double alpha, double beta) {
+  // K == 1, an outer product: each element is one product, rounded once. oneDNN 2.6's
+  // bf16 matmul makes NaN of an inf there when an operand's M or N stride is not 1.
+  const char* a = p.a.resolve(args);
+  const char* bm = p.b.resolve(args);
+  char* c = p.c.resolve(args);
+  const float al = static_cast<float>(alpha), be = static_cast<float>(beta);
+  for (int64_t b = 0; b < p.batch; ++b)
+    for (int64_t i = 0; i < p.m; ++i) {
+      const float x =
+          static_cast<float>(load(reinterpret_cast<const T*>(a) + b * p.a_strides[0] + i * p.a_strides[1]));
+      for (int64_t j = 0; j < p.n; ++j) {
+        const float y = static_cast<float>(
+            load(reinterpret_cast<const T*>(bm) + b * p.b_strides[0] + j * p.b_strides[2]));
+        T* e = reinterpret_cast<T*>(c) + b * p.c_strides[0] + i * p.c_strides[1] + j * p.c_strides[2];
+        float v = al * (x * y);
+        if (beta != 0.0) v += be * static_cast<float>(load(e));
+        store(e, v);
+      }
+    }
+  return 0;
+}
+
 int gemm_entry(const void* params, const onrt_arg* args, char* err, size_t errlen) {
   const auto& p = *static_cast<const GemmParams*>(params);
   if (p.batch == 0 || p.m == 0 || p.n == 0) return 0;
@@ -130,6 +154,8 @@ int gemm_entry(const void* params, const onrt_arg* args, char* err, size_t errle
       default: return fail(err, errlen, "gemm: unsupported dtype");
     }
   }
+  if (p.k == 1 && p.dtype == DType::BFloat16) return gemm_k1<bf16>(p, args, alpha, beta);
+  if (p.k == 1 && p.dtype == DType::Float16) return gemm_k1<f16>(p, args, alpha, beta);
   if (blis_gemm(p, args, static_cast<float>(alpha), static_cast<float>(beta))) return 0;
   Key key;
   std::memset(&key, 0, sizeof key);

@@ -9,6 +9,7 @@
 #include <initializer_list>
 
 #include "op_checks.h"
+#include "output_layout.h"
 
 namespace openneuron::bridge {
 
@@ -25,6 +26,15 @@ inline void check_writable(const at::Tensor& out, std::initializer_list<const at
   for (const at::Tensor* in : inputs) {
     if (in->defined() && !is_cpu_scalar(*in)) at::assert_no_partial_overlap(out, *in);
   }
+}
+
+// An out= result resized as TensorIterator resizes it: checked first (resizing out= a
+// reshaped view of an input in place turns their partial overlap into a full one, which
+// no later check would see), then laid out as the inputs are.
+inline void resize_out_checked(const at::Tensor& out, at::IntArrayRef shape,
+                               std::initializer_list<const at::Tensor*> inputs) {
+  check_writable(out, inputs);
+  resize_elementwise_out(out, shape, inputs);
 }
 
 }  // namespace openneuron::bridge

@@ -5,6 +5,7 @@
 // family (lower_activation.cpp); dtype rules and error messages are PyTorch's.
 #include <vector>
 
+#include "elementwise_checks.h"
 #include "op_helpers.h"
 
 namespace openneuron::bridge {
@@ -73,7 +74,7 @@ Tensor& act_out(const Act& a, const Tensor& self, std::initializer_list<c10::Sca
   act_check(a, self);
   check_out_device(out, self.device(), a.kernel);
   check_cast(self.scalar_type(), out);
-  at::native::resize_output(out, self.sizes());
+  resize_out_checked(out, self.sizes(), {&self});
   act_into(a, self, coefs, out);
   return out;
 }
@@ -168,7 +169,7 @@ Tensor& bwd_into(Op op, const char* name, const Tensor& grad, const Tensor& self
   if (grad_input.defined()) {
     check_out_device(grad_input, device, name);
     check_cast(compute, grad_input);
-    at::native::resize_output(grad_input, shape);
+    resize_out_checked(grad_input, shape, {&grad, &self});
   } else {
     // The CPU's leaky_relu_backward iterates (self, grad); the others (grad, self).
     grad_input = op == Op::LeakyReluBackward
@@ -290,7 +291,7 @@ Tensor& math_out(const Tensor& self, Tensor& out) {
   math_check(M::kKind, M::kName, self);  // complex declines to the host library kernel
   check_out_device(out, self.device(), M::kName);
   check_cast(math_result(M::kKind, self.scalar_type()), out);
-  at::native::resize_output(out, self.sizes());
+  resize_out_checked(out, self.sizes(), {&self});
   math_into<M>(self, out);
   return out;
 }
@@ -337,7 +338,7 @@ template <Op kOp>
 Tensor& isx_out(const Tensor& self, Tensor& out) {
   check_out_device(out, self.device(), op_name(kOp));
   check_cast(c10::kBool, out);
-  at::native::resize_output(out, self.sizes());
+  resize_out_checked(out, self.sizes(), {&self});
   if (self.is_complex()) {
     // Infinite if either part is; finite if both are.
     const Tensor parts = empty_device(at::view_as_real(self).sizes(), c10::kBool, self.device());
@@ -394,7 +395,7 @@ Tensor& fmod_t_out(const Tensor& a, const Tensor& b, Tensor& out) {
   const auto compute = at::result_type(a, b);
   fmod_check(compute);
   check_cast(compute, out);
-  at::native::resize_output(out, at::infer_size_dimvector(a.sizes(), b.sizes()));
+  resize_out_checked(out, at::infer_size_dimvector(a.sizes(), b.sizes()), {&a, &b});
   fmod_into(a, b, out, compute);
   return out;
 }

@@ -92,7 +92,7 @@ at::Tensor& unary_out(const at::Tensor& self, at::Tensor& out) {
   TORCH_CHECK(kKind != UnaryKind::SameType || out.scalar_type() == self.scalar_type(),
               "Found dtype ", out.scalar_type(), " but expected ", self.scalar_type());
   decline_half_rsqrt<kOp>(unary_compute(kKind, self.scalar_type()));
-  resize_elementwise_out(out, self.sizes(), {&self});
+  resize_out_checked(out, self.sizes(), {&self});
   unary_into(kOp, self, out, unary_compute(kKind, self.scalar_type()));
   return out;
 }
@@ -113,7 +113,7 @@ at::Tensor& gelu_(at::Tensor& self, c10::string_view approximate) {
   return self;
 }
 at::Tensor& gelu_out(const at::Tensor& self, c10::string_view approximate, at::Tensor& out) {
-  at::native::resize_output(out, self.sizes());
+  resize_out_checked(out, self.sizes(), {&self});
   unary_into(Op::Gelu, self, out, self.scalar_type(), {gelu_attr(approximate)});
   return out;
 }
@@ -204,8 +204,7 @@ at::Tensor& binary_out_impl(const at::Tensor& a, const at::Tensor& b,
   // An out that is also an input is read as well as written: it is not resized
   // (TensorIterator's rule, and its message).
   if (out.is_same(a) || out.is_same(b)) check_output_shape(out, shape);
-  check_writable(out, {&a, &b});  // before a resize, as TensorIterator checks
-  resize_elementwise_out(out, shape, {&a, &b});
+  resize_out_checked(out, shape, {&a, &b});
   binary_into(kOp, kKind, a, b, alpha, out, compute);
   return out;
 }
@@ -338,7 +337,7 @@ Tensor& promoted_binary_out(Op op, const Tensor& a, const Tensor& b, c10::Scalar
                             Tensor& out) {
   check_cast(compute, out);
   const auto shape = broadcast_shape(a, b);
-  resize_elementwise_out(out, shape, {&a, &b});
+  resize_out_checked(out, shape, {&a, &b});
   if (out.numel() == 0) return out;
   // Remainder and atan2 read a CPU scalar in the common dtype; floor division and pow
   // (their CPU kernels' special cases) its original value.
@@ -383,13 +382,13 @@ Tensor& isx_out(const Tensor& self, Tensor& out) {
   TORCH_CHECK(kWhich == 0 || !self.is_complex(), name, " does not support complex inputs.");
   if (self.is_complex()) {  // isnan: either part is NaN
     check_out_device(out, self.device(), name);
-    at::native::resize_output(out, self.sizes());
+    resize_out_checked(out, self.sizes(), {&self});
     out.copy_(at::isnan(at::view_as_real(self)).any(-1));
     return out;
   }
   TORCH_CHECK(out.scalar_type() == c10::kBool, name, " does not support non-boolean outputs.");
   check_out_device(out, self.device(), name);
-  at::native::resize_output(out, self.sizes());
+  resize_out_checked(out, self.sizes(), {&self});
   isx_into<kWhich>(self, out);
   return out;
 }
@@ -417,7 +416,7 @@ Tensor& bitwise_not_out(const Tensor& self, Tensor& out) {
               "\"bitwise_not_cpu\" not implemented for '", c10::toString(self.scalar_type()), "'");
   check_out_device(out, self.device(), "bitwise_not");
   check_cast(self.scalar_type(), out);
-  at::native::resize_output(out, self.sizes());
+  resize_out_checked(out, self.sizes(), {&self});
   if (out.numel() == 0) return out;
   write_result(
       out, self.scalar_type(),
@@ -459,7 +458,7 @@ Tensor& pow_ts_out(const Tensor& self, const at::Scalar& exp, Tensor& out) {
   // results depend on the CPU loop's structure: its own kernel runs (host library), as
   // for rsqrt (above).
   if (e == -0.5) decline_half_types(compute, "pow(x, -0.5)");
-  at::native::resize_output(out, self.sizes());
+  resize_out_checked(out, self.sizes(), {&self});
   if (out.numel() == 0) return out;
   Tensor x = to_dtype_on_device(self, compute);
   // The CPU's pow by a scalar is its sqrt or rsqrt for 0.5 and -0.5 (not for float16),
@@ -506,6 +505,7 @@ Tensor& pow_st_out(const at::Scalar& self, const Tensor& exponent, Tensor& out) 
     return out;
   }
   check_cast(compute, out);
+  // The CPU's pow(number, tensor) does not check out's overlap with the exponent.
   at::native::resize_output(out, exponent.sizes());
   if (out.numel() == 0) return out;
   Tensor x = to_dtype_on_device(exponent, compute);

@@ -89,7 +89,8 @@ at::Tensor& addc_out(const at::Tensor& self, const at::Tensor& t1, const at::Ten
                      const at::Scalar& value, at::Tensor& out) {
   common_device(op_name(kOp), {&self, &t1, &t2});
   check_addc<kOp>(self, t1, t2, out);
-  at::native::resize_output(out, at::infer_size_dimvector(self.sizes(), broadcast_shape(t1, t2)));
+  resize_out_checked(out, at::infer_size_dimvector(self.sizes(), broadcast_shape(t1, t2)),
+                     {&self, &t1, &t2});
   addc_into<kOp>(self, t1, t2, value, out);
   return out;
 }
@@ -199,8 +200,7 @@ at::Tensor& clamp_out(const at::Tensor& self, const std::optional<at::Scalar>& l
   // The CPU's clamp is a structured unary op: out has the result's dtype.
   TORCH_CHECK(out.scalar_type() == result, "Found dtype ", out.scalar_type(), " but expected ",
               result);
-  check_writable(out, {&self});
-  at::native::resize_output(out, self.sizes());
+  resize_out_checked(out, self.sizes(), {&self});
   write_result(out, result, [&](const at::Tensor& t) { clamp_into(self, lo, hi, t); });
   return out;
 }
@@ -232,7 +232,7 @@ Tensor& where_out(const Tensor& cond, const Tensor& a, const Tensor& b, Tensor& 
   check_cast(compute, out);
   const auto shape =
       at::infer_size_dimvector(cond.sizes(), at::infer_size_dimvector(a.sizes(), b.sizes()));
-  at::native::resize_output(out, shape);
+  resize_out_checked(out, shape, {&cond, &a, &b});
   if (out.numel() == 0) return out;
   Operand oc = elementwise_operand(cond, c10::kBool, shape);
   Operand oa = elementwise_operand(a, compute, shape);

@@ -361,3 +361,19 @@ def test_in_place_ternary_ops_keep_their_output_shape_as_on_the_cpu(neuron, empt
     same_error(lambda s, t: s.addcmul_(t, t), torch.zeros(n), torch.ones(n + 3))
     same_error(lambda s, t: s.lerp_(t, 0.5), torch.zeros(n, 4), torch.ones(1, n, 1))
     same_error(lambda s, w: s.lerp_(s, w), torch.zeros(n), torch.ones(2, n))
+
+
+@pytest.mark.parametrize("name,fn", [
+    ("exp", lambda v, o: torch.exp(v, out=o)), ("add", lambda v, o: torch.add(v, v, out=o)),
+    ("pow", lambda v, o: torch.pow(v, 2, out=o)), ("fmod", lambda v, o: torch.fmod(v, 1.5, out=o)),
+    ("addcmul", lambda v, o: torch.addcmul(v, v, v, out=o)), ("clamp", lambda v, o: torch.clamp(v, -1, 1, out=o)),
+    ("gelu", lambda v, o: torch._C._nn.gelu(v, out=o)),
+    ("silu", lambda v, o: torch._C._nn.silu(v, out=o)), ("sign", lambda v, o: torch.sign(v, out=o)),
+    ("atan2", lambda v, o: torch.atan2(v, v, out=o)), ("where", lambda v, o: torch.where(v > 0, v, 1.0, out=o)),
+])
+def test_out_that_is_a_reshaped_view_of_an_input_raises_as_on_the_cpu(neuron, name, fn):
+    # out= must be resized to the input's shape; it shares the input's memory under other
+    # strides, which TensorIterator refuses before the resize would hide it.
+    def call(x):
+        fn(x.unflatten(1, (1, 3)), x)
+    same_error(call, torch.randn(1, 3))

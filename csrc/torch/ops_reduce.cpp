@@ -1,4 +1,4 @@
-// Reductions: sum, mean, prod, amax/amin, max/min of a whole tensor, all/any,
+// Reductions: sum (and nansum), mean, prod, amax/amin, max/min of a whole tensor, all/any,
 // var/std (and var_mean/std_mean) and vector norms. Each launches the reduce family's
 // compiler ops (lower_reduce.cpp) over a bit mask of reduced dims.
 #include <ATen/native/ReduceOpsUtils.h>
@@ -310,12 +310,30 @@ Tensor& vector_norm_out(const Tensor& self, const at::Scalar& ord_s, at::Optiona
   return out;
 }
 
+// nansum: the sum with NaN read as 0 (integers have none), so a half-type result is
+// rounded once from a float sum whatever the layout. Complex declines to the host
+// library kernel, which raises the CPU's error.
+at::Tensor without_nan(const at::Tensor& self) {
+  TORCH_CHECK_NOT_IMPLEMENTED(!self.is_complex(), "neuron: complex nansum");
+  return c10::isFloatingType(self.scalar_type()) ? self.masked_fill(self.isnan(), 0) : self;
+}
+at::Tensor nansum(const at::Tensor& self, at::OptionalIntArrayRef dims, bool keepdim,
+                  std::optional<c10::ScalarType> dtype) {
+  return at::sum(without_nan(self), dims, keepdim, dtype);
+}
+at::Tensor& nansum_out(const at::Tensor& self, at::OptionalIntArrayRef dims, bool keepdim,
+                       std::optional<c10::ScalarType> dtype, at::Tensor& out) {
+  return at::sum_out(out, without_nan(self), dims, keepdim, dtype);
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, lib) {
   NativeOps m(lib);  // a declined call runs as a host library kernel
   m.impl("sum.dim_IntList", sum_dim);
   m.impl("sum.IntList_out", sum_out);
+  m.impl("nansum", nansum);
+  m.impl("nansum.out", nansum_out);
   m.impl("mean.dim", mean_dim);
   m.impl("mean.out", mean_out);
   m.impl("amax", amax_amin<Op::Amax>);

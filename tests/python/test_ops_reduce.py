@@ -105,3 +105,29 @@ def test_std_of_values_whose_squares_overflow_float32(neuron):
     same(lambda a: a.std(1), x)
     same(lambda a: torch.std_mean(a, 1)[0], x)
     assert torch.isinf(x.to(neuron).var(1)[0]).item()  # the variance itself overflows, as on the CPU
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32])
+def test_nansum_and_nanmean_run_natively_rounding_once_whatever_the_layout(neuron, dtype):
+    # NaN reads as 0; a half-type result is the float sum rounded once, for a strided view
+    # as for its contiguous copy (the CPU's own kernel rounds those two differently).
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(300, 70, generator=g).to(dtype)
+    x[x > 1.5] = float("nan")
+    before = openneuron.fallback_stats()
+    d = x.to(neuron)
+    for args in ((), (0,), (1, True)):
+        want = torch.nansum(x.double(), *args).to(dtype)
+        got = torch.nansum(d, *args)
+        assert got.dtype == dtype
+        torch.testing.assert_close(got.cpu(), want, rtol=0 if dtype != torch.float32 else 1e-5, atol=0 if dtype != torch.float32 else 1e-4)
+        assert torch.equal(torch.nansum(d.t().contiguous().t(), *args).cpu(), got.cpu())
+    torch.testing.assert_close(torch.nanmean(d, 0).cpu(), torch.nanmean(x.double(), 0).to(dtype))
+    assert openneuron.fallback_stats() == before
+    # Integers have no NaN; a dtype= widens; the gradient is 0 where the input was NaN.
+    assert torch.nansum(torch.arange(5, device=neuron)).item() == 10
+    assert torch.nansum(d, dtype=torch.float32).dtype == torch.float32
+    t = torch.tensor([1.0, float("nan"), 3.0], device=neuron, requires_grad=True)
+    torch.nansum(t).backward()
+    assert t.grad.cpu().tolist() == [1.0, 0.0, 1.0]
+    same_error(torch.nansum, torch.randn(3, dtype=torch.complex64))

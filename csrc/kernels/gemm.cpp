@@ -9,6 +9,7 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "dnnl_context.h"
 #include "error.h"
@@ -141,6 +142,31 @@ int gemm_k1(const GemmParams& p, const onrt_arg* args, double alpha, double beta
   return 0;
 }
 
+// A matrix operand (batch, rows, cols) is dense when one of its two matrix strides is 1
+// and the other spans exactly the other extent: row- or column-major without gaps.
+bool dense_matrix(const int64_t st[3], int64_t rows, int64_t cols) {
+  return (st[2] == 1 && (rows == 1 || st[1] == cols)) || (st[1] == 1 && (cols == 1 || st[2] == rows));
+}
+
+// oneDNN 2.6's bf16 matmul pads an odd K with a copy of an operand's last K element when
+// that operand has gaps or a non-unit inner stride, and multiplies it by zero: an inf or
+// NaN there became NaN where the sum is inf. Such an operand is packed row-major first
+// (into `buf`; its strides and pointer updated).
+const char* pack_bf16(const char* src, int64_t st[3], int64_t batch, int64_t rows, int64_t cols,
+                      std::vector<bf16>& buf) {
+  buf.resize(static_cast<size_t>(batch * rows * cols));
+  const bf16* in = reinterpret_cast<const bf16*>(src);
+  bf16* out = buf.data();
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < cols; ++j)
+        *out++ = in[b * st[0] + i * st[1] + j * st[2]];
+  st[0] = rows * cols;
+  st[1] = cols;
+  st[2] = 1;
+  return reinterpret_cast<const char*>(buf.data());
+}
+
 int gemm_entry(const void* params, const onrt_arg* args, char* err, size_t errlen) {
   const auto& p = *static_cast<const GemmParams*>(params);
   if (p.batch == 0 || p.m == 0 || p.n == 0) return 0;
@@ -166,15 +192,24 @@ int gemm_entry(const void* params, const onrt_arg* args, char* err, size_t errle
   key.dims[1] = p.m;
   key.dims[2] = p.n;
   key.dims[3] = p.k;
+  int64_t a_st[3] = {p.a_strides[0], p.a_strides[1], p.a_strides[2]};
+  int64_t b_st[3] = {p.b_strides[0], p.b_strides[1], p.b_strides[2]};
+  const char* a = p.a.resolve(args);
+  const char* b = p.b.resolve(args);
+  std::vector<bf16> a_buf, b_buf;
+  if (p.dtype == DType::BFloat16 && p.k % 2 == 1) {
+    if (!dense_matrix(a_st, p.m, p.k)) a = pack_bf16(a, a_st, p.batch, p.m, p.k, a_buf);
+    if (!dense_matrix(b_st, p.k, p.n)) b = pack_bf16(b, b_st, p.batch, p.k, p.n, b_buf);
+  }
   for (int i = 0; i < 3; ++i) {
-    key.st[i] = p.a_strides[i];
-    key.st[3 + i] = p.b_strides[i];
+    key.st[i] = a_st[i];
+    key.st[3 + i] = b_st[i];
     key.st[6 + i] = p.c_strides[i];
   }
   Prim& pr = cached_primitive(DnnlPrimitiveKind::Matmul, key, &build);
   if (!pr.prim) return fail(err, errlen, "gemm: %s", pr.error.c_str());
-  dnnl_memory_set_data_handle(pr.src, p.a.resolve(args));
-  dnnl_memory_set_data_handle(pr.wei, p.b.resolve(args));
+  dnnl_memory_set_data_handle(pr.src, const_cast<char*>(a));
+  dnnl_memory_set_data_handle(pr.wei, const_cast<char*>(b));
   dnnl_memory_set_data_handle(pr.dst, p.c.resolve(args));
   dnnl_exec_arg_t ex[6];
   int n = 0;

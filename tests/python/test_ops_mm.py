@@ -74,6 +74,8 @@ INF_TIMES_ZERO = """
 import torch
 def strided(t):  # on the device, every element 3 apart along the rows
     return torch.zeros(t.shape[0], 3 * t.shape[1], dtype=t.dtype, device="neuron")[:, ::3].copy_(t)
+def gapped(t):  # on the device, a gap after each row
+    return torch.zeros(t.shape[0], t.shape[1] + 1, dtype=t.dtype, device="neuron")[:, :-1].copy_(t)
 for dt in (torch.float32, torch.bfloat16, torch.float16):
     for k in (1, 3, 5, 33):
         for n in (3, 4, 9):
@@ -84,7 +86,8 @@ for dt in (torch.float32, torch.bfloat16, torch.float16):
                 want = (a.float() @ b.float()).to(dt)
                 for a_, b_ in ((a.to("neuron"), b.to("neuron")),
                                (a.t().contiguous().to("neuron").t(), b.to("neuron")),
-                               (strided(a), b.to("neuron")), (a.to("neuron"), strided(b))):
+                               (strided(a), b.to("neuron")), (a.to("neuron"), strided(b)),
+                               (gapped(a), b.to("neuron")), (a.to("neuron"), gapped(b))):
                     got = (a_ @ b_).cpu()
                     assert torch.equal(got.isnan(), want.isnan()), (dt, k, n, a_.stride(), b_.stride(), got, want)
 print("ok")
@@ -100,7 +103,8 @@ def cpu_flags():
 # (BLIS 0.9 ids: 3 haswell, 6 zen3). oneDNN emulates bf16 on AVX-512 hosts without
 # AVX512_BF16 and padded an odd K with zeros; BLIS's AVX2 small-matrix kernels skipped
 # a zero of B in an odd-width edge. Either turned inf * 0 = NaN into inf or a number. With
-# K = 1 and a strided operand, oneDNN's bf16 matmul turned inf * x into NaN.
+# an odd K and an operand with gaps or strides (K = 1: any strided operand), oneDNN's
+# bf16 matmul turned inf * x into NaN when the inf was the last of K.
 @pytest.mark.parametrize("env", [{}, {"DNNL_MAX_CPU_ISA": "AVX512_CORE_VNNI"}, {"DNNL_MAX_CPU_ISA": "AVX512_CORE"},
                                  {"BLIS_ARCH_TYPE": "3"}, {"BLIS_ARCH_TYPE": "6"}], ids=str)
 def test_inf_times_zero_is_nan_with_every_host_kernels(env):

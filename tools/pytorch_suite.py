@@ -144,17 +144,12 @@ KNOWN_REASONS = {
     r"test_fmod_remainder_by_zero_integral": "the test expects CUDA's undefined result for "
         "integer division by zero; neuron raises as the CPU does (ZeroDivisionError)",
     r"test_tensor_storage_type": "the test expects torch.FloatStorage-style CPU classes for "
-        "every device but CUDA; torch's own Tensor.storage_type() looks for "
-        "torch.neuron.*Storage, legacy typed-storage classes neuron does not define",
+        "every device but CUDA; Tensor.storage_type() of a neuron tensor is "
+        "torch.neuron.FloatStorage etc., as it is torch.cuda.FloatStorage for a CUDA tensor",
     r"test_(flatten|ravel)_neuron": "quantized tensors on the device: neuron has no "
         "quantized backend (the CPU and CUDA have one)",
     r"test_flip_neuron": "quantized tensors on the device (the test also flips "
         "torch.quantize_per_tensor outputs): neuron has no quantized backend",
-    r"test_noncontiguous_(all_nansum|expanded_nanmean)": "nansum/nanmean of half types run "
-        "PyTorch's own CPU kernel on device memory (host library); that kernel rounds strided "
-        "and contiguous inputs differently: on the CPU, 161 of 300 seeds give a different "
-        "float16 nansum for this strided view than for its contiguous copy. neuron's random "
-        "values (another generator) hit such a case, the CPU twin's do not",
     r"test_broadcast_fn_map2?_neuron": "Tensor.map_ and map2_ are implemented in torch itself "
         "for CPU tensors only (the test skips CUDA for the same reason)",
     r"test_cauchy_kstest_neuron_bfloat16": "a statistical bound the half type barely meets "

@@ -353,3 +353,13 @@ def reset_dynamo_metrics() -> None:
     from .dynamo import metrics
 
     metrics.reset_dynamo_metrics()
+
+
+# ---------------------------------------------------------------- legacy storage classes
+
+# torch.neuron.FloatStorage etc., as torch.cuda.FloatStorage (see _legacy_storage.py).
+from ._legacy_storage import storage_classes as _storage_classes  # noqa: E402
+
+_LEGACY_STORAGE = _storage_classes()
+globals().update(_LEGACY_STORAGE)
+torch._storage_classes.update(_LEGACY_STORAGE.values())  # torch.is_storage, serialization

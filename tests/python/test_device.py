@@ -185,3 +185,21 @@ def test_a_script_ending_right_after_backward_exits_cleanly():
     for _ in range(5):
         proc = run_python(_ENDS_WITH_BACKWARD)
         assert proc.returncode == 0, proc.stderr[-2000:]
+
+
+def test_legacy_storage_classes_are_torch_neurons_as_torch_cudas(neuron):
+    # Tensor.storage_type() looks the class up in the device module; isinstance checks the
+    # storage's device and dtype; the class allocates on the device.
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # TypedStorage is deprecated: PyTorch warns
+        x = torch.randn(3, device=neuron)
+        assert x.storage_type() is torch.neuron.FloatStorage
+        assert torch.tensor([1], dtype=torch.int8, device=neuron).storage_type() is torch.neuron.CharStorage
+        assert isinstance(x.storage(), torch.neuron.FloatStorage)
+        assert not isinstance(x.storage(), torch.FloatStorage)
+        assert not isinstance(x.cpu().storage(), torch.neuron.FloatStorage)
+        s = torch.neuron.BFloat16Storage([1.0, 2.5])
+        assert s.device.type == "neuron" and s.dtype == torch.bfloat16 and s.tolist() == [1.0, 2.5]
+        assert torch.is_storage(s)

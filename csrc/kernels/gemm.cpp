@@ -142,14 +142,17 @@ int gemm_k1(const GemmParams& p, const onrt_arg* args, double alpha, double beta
   return 0;
 }
 
-// A matrix operand (batch, rows, cols) is dense when one of its two matrix strides is 1
-// and the other spans exactly the other extent: row- or column-major without gaps.
-bool dense_matrix(const int64_t st[3], int64_t rows, int64_t cols) {
-  return (st[2] == 1 && (rows == 1 || st[1] == cols)) || (st[1] == 1 && (cols == 1 || st[2] == rows));
+// An operand (batch, rows, cols) is dense when one of its two matrix strides is 1, the
+// other spans exactly the other extent (row- or column-major without gaps) and the
+// matrices follow each other without gaps.
+bool dense_operand(const int64_t st[3], int64_t batch, int64_t rows, int64_t cols) {
+  const bool matrix = (st[2] == 1 && (rows == 1 || st[1] == cols)) ||
+                      (st[1] == 1 && (cols == 1 || st[2] == rows));
+  return matrix && (batch == 1 || st[0] == rows * cols);
 }
 
 // oneDNN 2.6's bf16 matmul pads an odd K with a copy of an operand's last K element when
-// that operand has gaps or a non-unit inner stride, and multiplies it by zero: an inf or
+// that operand has gaps (between rows or matrices) or strides, and multiplies it by zero: an inf or
 // NaN there became NaN where the sum is inf. Such an operand is packed row-major first
 // (into `buf`; its strides and pointer updated).
 const char* pack_bf16(const char* src, int64_t st[3], int64_t batch, int64_t rows, int64_t cols,
@@ -198,8 +201,8 @@ int gemm_entry(const void* params, const onrt_arg* args, char* err, size_t errle
   const char* b = p.b.resolve(args);
   std::vector<bf16> a_buf, b_buf;
   if (p.dtype == DType::BFloat16 && p.k % 2 == 1) {
-    if (!dense_matrix(a_st, p.m, p.k)) a = pack_bf16(a, a_st, p.batch, p.m, p.k, a_buf);
-    if (!dense_matrix(b_st, p.k, p.n)) b = pack_bf16(b, b_st, p.batch, p.k, p.n, b_buf);
+    if (!dense_operand(a_st, p.batch, p.m, p.k)) a = pack_bf16(a, a_st, p.batch, p.m, p.k, a_buf);
+    if (!dense_operand(b_st, p.batch, p.k, p.n)) b = pack_bf16(b, b_st, p.batch, p.k, p.n, b_buf);
   }
   for (int i = 0; i < 3; ++i) {
     key.st[i] = a_st[i];

@@ -90,6 +90,10 @@ for dt in (torch.float32, torch.bfloat16, torch.float16):
                                (gapped(a), b.to("neuron")), (a.to("neuron"), gapped(b))):
                     got = (a_ @ b_).cpu()
                     assert torch.equal(got.isnan(), want.isnan()), (dt, k, n, a_.stride(), b_.stride(), got, want)
+                # a gap between the matrices of a batch
+                a3 = torch.zeros(4, 3, k, dtype=dt, device="neuron")[::2].copy_(a.expand(2, 3, k))
+                got = torch.bmm(a3, b.expand(2, k, n).contiguous().to("neuron")).cpu()
+                assert torch.equal(got[1].isnan(), want.isnan()), (dt, k, n, "batch gap", got, want)
 print("ok")
 """
 

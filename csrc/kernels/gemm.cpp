@@ -118,54 +118,22 @@ int gemm_k0(const GemmParams& p, const onrt_arg* args, double beta) {
   return 0;
 }
 
-template <class T>
-int gemm_k1(const GemmParams& p, const onrt_arg* args, double alpha, double beta) {
-  // K == 1, an outer product: each element is one product, rounded once. oneDNN 2.6's
-  // bf16 matmul makes NaN of an inf there when an operand's M or N stride is not 1.
-  const char* a = p.a.resolve(args);
-  const char* bm = p.b.resolve(args);
-  char* c = p.c.resolve(args);
-  const float al = static_cast<float>(alpha), be = static_cast<float>(beta);
-  for (int64_t b = 0; b < p.batch; ++b)
-    for (int64_t i = 0; i < p.m; ++i) {
-      const float x =
-          static_cast<float>(load(reinterpret_cast<const T*>(a) + b * p.a_strides[0] + i * p.a_strides[1]));
-      for (int64_t j = 0; j < p.n; ++j) {
-        const float y = static_cast<float>(
-            load(reinterpret_cast<const T*>(bm) + b * p.b_strides[0] + j * p.b_strides[2]));
-        T* e = reinterpret_cast<T*>(c) + b * p.c_strides[0] + i * p.c_strides[1] + j * p.c_strides[2];
-        float v = al * (x * y);
-        if (beta != 0.0) v += be * static_cast<float>(load(e));
-        store(e, v);
-      }
-    }
-  return 0;
-}
-
-// An operand (batch, rows, cols) is dense when one of its two matrix strides is 1, the
-// other spans exactly the other extent (row- or column-major without gaps) and the
-// matrices follow each other without gaps.
-bool dense_operand(const int64_t st[3], int64_t batch, int64_t rows, int64_t cols) {
-  const bool matrix = (st[2] == 1 && (rows == 1 || st[1] == cols)) ||
-                      (st[1] == 1 && (cols == 1 || st[2] == rows));
-  return matrix && (batch == 1 || st[0] == rows * cols);
-}
-
-// oneDNN 2.6's bf16 matmul pads an odd K with a copy of an operand's last K element when
-// that operand has gaps (between rows or matrices) or strides, and multiplies it by zero: an inf or
-// NaN there became NaN where the sum is inf. Such an operand is packed row-major first
-// (into `buf`; its strides and pointer updated).
-const char* pack_bf16(const char* src, int64_t st[3], int64_t batch, int64_t rows, int64_t cols,
-                      std::vector<bf16>& buf) {
-  buf.resize(static_cast<size_t>(batch * rows * cols));
+// oneDNN 2.6's bf16 matmul pads an odd K itself, in some layouts and attribute sets (a
+// strided or gapped operand; a column-major one with alpha and beta) with a copy of the
+// last K element times zero: an inf there became NaN where the sum is inf. With an odd K
+// both operands are packed row-major with a zero appended to K (into `buf`; strides and
+// pointer updated), so the library sees an even K and 0 * 0 adds nothing.
+const char* pack_bf16_even_k(const char* src, int64_t st[3], int64_t batch, int64_t rows,
+                             int64_t cols, bool pad_cols, std::vector<bf16>& buf) {
+  const int64_t r = rows + (pad_cols ? 0 : 1), c = cols + (pad_cols ? 1 : 0);
+  buf.assign(static_cast<size_t>(batch * r * c), bf16{});
   const bf16* in = reinterpret_cast<const bf16*>(src);
-  bf16* out = buf.data();
   for (int64_t b = 0; b < batch; ++b)
     for (int64_t i = 0; i < rows; ++i)
       for (int64_t j = 0; j < cols; ++j)
-        *out++ = in[b * st[0] + i * st[1] + j * st[2]];
-  st[0] = rows * cols;
-  st[1] = cols;
+        buf[static_cast<size_t>((b * r + i) * c + j)] = in[b * st[0] + i * st[1] + j * st[2]];
+  st[0] = r * c;
+  st[1] = c;
   st[2] = 1;
   return reinterpret_cast<const char*>(buf.data());
 }
@@ -183,8 +151,6 @@ int gemm_entry(const void* params, const onrt_arg* args, char* err, size_t errle
       default: return fail(err, errlen, "gemm: unsupported dtype");
     }
   }
-  if (p.k == 1 && p.dtype == DType::BFloat16) return gemm_k1<bf16>(p, args, alpha, beta);
-  if (p.k == 1 && p.dtype == DType::Float16) return gemm_k1<f16>(p, args, alpha, beta);
   if (blis_gemm(p, args, static_cast<float>(alpha), static_cast<float>(beta))) return 0;
   Key key;
   std::memset(&key, 0, sizeof key);
@@ -194,16 +160,18 @@ int gemm_entry(const void* params, const onrt_arg* args, char* err, size_t errle
   key.dims[0] = p.batch;
   key.dims[1] = p.m;
   key.dims[2] = p.n;
-  key.dims[3] = p.k;
   int64_t a_st[3] = {p.a_strides[0], p.a_strides[1], p.a_strides[2]};
   int64_t b_st[3] = {p.b_strides[0], p.b_strides[1], p.b_strides[2]};
   const char* a = p.a.resolve(args);
   const char* b = p.b.resolve(args);
   std::vector<bf16> a_buf, b_buf;
-  if (p.dtype == DType::BFloat16 && p.k % 2 == 1) {
-    if (!dense_operand(a_st, p.batch, p.m, p.k)) a = pack_bf16(a, a_st, p.batch, p.m, p.k, a_buf);
-    if (!dense_operand(b_st, p.batch, p.k, p.n)) b = pack_bf16(b, b_st, p.batch, p.k, p.n, b_buf);
+  int64_t k = p.k;
+  if (p.dtype == DType::BFloat16 && k % 2 == 1) {
+    a = pack_bf16_even_k(a, a_st, p.batch, p.m, k, /*pad_cols=*/true, a_buf);
+    b = pack_bf16_even_k(b, b_st, p.batch, k, p.n, /*pad_cols=*/false, b_buf);
+    ++k;
   }
+  key.dims[3] = k;
   for (int i = 0; i < 3; ++i) {
     key.st[i] = a_st[i];
     key.st[3 + i] = b_st[i];

@@ -90,6 +90,9 @@ for dt in (torch.float32, torch.bfloat16, torch.float16):
                                (gapped(a), b.to("neuron")), (a.to("neuron"), gapped(b))):
                     got = (a_ @ b_).cpu()
                     assert torch.equal(got.isnan(), want.isnan()), (dt, k, n, a_.stride(), b_.stride(), got, want)
+                    c = torch.ones(3, n, dtype=dt, device="neuron")
+                    got = torch.addmm(c, a_, b_, beta=1, alpha=2).cpu()  # scaled, summed into C
+                    assert torch.equal(got.isnan(), want.isnan()), (dt, k, n, "addmm", a_.stride(), got, want)
                 # a gap between the matrices of a batch
                 a3 = torch.zeros(4, 3, k, dtype=dt, device="neuron")[::2].copy_(a.expand(2, 3, k))
                 got = torch.bmm(a3, b.expand(2, k, n).contiguous().to("neuron")).cpu()
@@ -107,8 +110,8 @@ def cpu_flags():
 # (BLIS 0.9 ids: 3 haswell, 6 zen3). oneDNN emulates bf16 on AVX-512 hosts without
 # AVX512_BF16 and padded an odd K with zeros; BLIS's AVX2 small-matrix kernels skipped
 # a zero of B in an odd-width edge. Either turned inf * 0 = NaN into inf or a number. With
-# an odd K and an operand with gaps or strides (K = 1: any strided operand), oneDNN's
-# bf16 matmul turned inf * x into NaN when the inf was the last of K.
+# an odd K, oneDNN's bf16 matmul turned inf * x into NaN when the inf was the last of K
+# (operands with strides or gaps, or column-major with alpha and beta).
 @pytest.mark.parametrize("env", [{}, {"DNNL_MAX_CPU_ISA": "AVX512_CORE_VNNI"}, {"DNNL_MAX_CPU_ISA": "AVX512_CORE"},
                                  {"BLIS_ARCH_TYPE": "3"}, {"BLIS_ARCH_TYPE": "6"}], ids=str)
 def test_inf_times_zero_is_nan_with_every_host_kernels(env):

@@ -1,4 +1,5 @@
-// Float32 GEMM through BLIS (single-threaded build), spread over our own pool.
+// Float32 GEMM through BLIS (single-threaded build), spread over our own pool, where
+// BLIS has kernels for the CPU (else oneDNN: blis_knows_this_cpu).
 //
 // Why BLIS and why our pool: on AVX2 hosts the single-threaded BLIS kernels
 // (runtime-dispatched per CPU family, e.g. zen3) reach ~90 GFLOP/s per core
@@ -80,10 +81,20 @@ void run_block(const GemmParams& p, const Plan& pl, char* a, char* b, char* c, i
   sgemm(pl, m, n, p.k, ap, bp, cp, pl.rs[2], pl.cs[2], alpha, beta);
 }
 
+
+// BLIS picks its kernels by CPU family and model. A CPU it does not recognise (a virtual
+// machine that hides them, e.g. "AMD EPYC" with AVX-512) gets its generic reference
+// kernels, several times slower than oneDNN's, which dispatch on instruction sets: there
+// float32 goes to oneDNN too.
+bool blis_knows_this_cpu() {
+  static const bool known = bli_arch_query_id() != BLIS_ARCH_GENERIC;
+  return known;
+}
+
 }  // namespace
 
 bool blis_gemm(const GemmParams& p, const onrt_arg* args, float alpha, float beta) {
-  if (p.dtype != DType::Float32) return false;
+  if (p.dtype != DType::Float32 || !blis_knows_this_cpu()) return false;
   Plan pl;
   const int64_t dims[3][2] = {{p.m, p.k}, {p.k, p.n}, {p.m, p.n}};
   const int64_t* st[3] = {p.a_strides, p.b_strides, p.c_strides};

@@ -87,7 +87,10 @@ void run_block(const GemmParams& p, const Plan& pl, char* a, char* b, char* c, i
 // kernels, several times slower than oneDNN's, which dispatch on instruction sets: there
 // float32 goes to oneDNN too.
 bool blis_knows_this_cpu() {
-  static const bool known = bli_arch_query_id() != BLIS_ARCH_GENERIC;
+  static const bool known = [] {
+    bli_init();  // the kernel structure first: BLIS_ARCH_TYPE is checked against it
+    return bli_arch_query_id() != BLIS_ARCH_GENERIC;
+  }();
   return known;
 }
 

@@ -1,6 +1,7 @@
 // The tensor engine: GEMM through well-kept libraries (never a hand-written
-// GEMM). Float32 in BLIS-compatible layouts goes to BLIS (gemm_blis.cpp); the
-// half types and any other layout to oneDNN's matmul primitive, kept in the
+// GEMM). Float32 in BLIS-compatible layouts goes to BLIS (gemm_blis.cpp) on a CPU
+// BLIS has kernels for; the half types, any other layout and float32 on other
+// CPUs to oneDNN's matmul primitive, kept in the
 // oneDNN primitive cache (dnnl_context.h) keyed by everything that shapes it
 // (oneDNN threads with OpenMP).
 #include <dnnl.h>
@@ -126,13 +127,14 @@ int gemm_k0(const GemmParams& p, const onrt_arg* args, double beta) {
 const char* pack_bf16_even_k(const char* src, int64_t st[3], int64_t batch, int64_t rows,
                              int64_t cols, bool pad_cols, std::vector<bf16>& buf) {
   const int64_t r = rows + (pad_cols ? 0 : 1), c = cols + (pad_cols ? 1 : 0);
-  buf.assign(static_cast<size_t>(batch * r * c), bf16{});
+  const int64_t copies = st[0] == 0 ? 1 : batch;  // one matrix broadcast over the batch
+  buf.assign(static_cast<size_t>(copies * r * c), bf16{});
   const bf16* in = reinterpret_cast<const bf16*>(src);
-  for (int64_t b = 0; b < batch; ++b)
+  for (int64_t b = 0; b < copies; ++b)
     for (int64_t i = 0; i < rows; ++i)
       for (int64_t j = 0; j < cols; ++j)
         buf[static_cast<size_t>((b * r + i) * c + j)] = in[b * st[0] + i * st[1] + j * st[2]];
-  st[0] = r * c;
+  st[0] = copies == 1 && batch > 1 ? 0 : r * c;
   st[1] = c;
   st[2] = 1;
   return reinterpret_cast<const char*>(buf.data());

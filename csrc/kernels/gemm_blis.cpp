@@ -81,7 +81,6 @@ void run_block(const GemmParams& p, const Plan& pl, char* a, char* b, char* c, i
   sgemm(pl, m, n, p.k, ap, bp, cp, pl.rs[2], pl.cs[2], alpha, beta);
 }
 
-
 // BLIS picks its kernels by CPU family and model. A CPU it does not recognise (a virtual
 // machine that hides them, e.g. "AMD EPYC" with AVX-512) gets its generic reference
 // kernels, several times slower than oneDNN's, which dispatch on instruction sets: there

@@ -52,14 +52,9 @@ inline const float* as_float(const T* p, int64_t n, float* buf) {
   if constexpr (std::is_same_v<T, float>) {
     return p;
   } else {
-    for (int64_t j = 0; j < n; ++j) buf[j] = load(p + j);
+    load_row(buf, p, n);
     return buf;
   }
-}
-
-template <class T>
-inline void store_row(T* dst, const float* src, int64_t n) {
-  for (int64_t j = 0; j < n; ++j) store(dst + j, src[j]);
 }
 
 template <class T>

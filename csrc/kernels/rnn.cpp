@@ -17,8 +17,9 @@ namespace openneuron::kernels {
 namespace detail {
 namespace {
 
-// Branch-free (vmath.h), so a row's loop vectorises: the cells run once per time step on
-// small rows, where scalar libm calls were most of a step's time.
+// vexp (vmath.h) rather than elementwise_functors.h's SigmoidF, whose fexp is libm's for
+// the half types: branch-free, so a row's loop vectorises (the cells run once per time
+// step on small rows, where scalar libm calls were most of a step's time).
 ON_INLINE float sigmoid(float x) { return 1.0f / (1.0f + vexp(-x)); }
 
 // Row buffers in float: each pass is a plain loop over one or two arrays, which the
@@ -47,20 +48,16 @@ struct Cell {
   T* out(int k, int64_t row = 0, int64_t width = 0) const {
     return reinterpret_cast<T*>(p.out[k].resolve(args)) + row * width;
   }
-  // n values of `t` into `dst` as float (zeros for an absent input).
-  static void load_row(float* dst, const T* t, int64_t n) {
-    if (!t) {
+  // n values of `t` into `dst` as float, zeros for an absent input.
+  static void load_row_or_zero(float* dst, const T* t, int64_t n) {
+    if (t)
+      load_row(dst, t, n);
+    else
       std::fill(dst, dst + n, 0.0f);
-      return;
-    }
-    for (int64_t x = 0; x < n; ++x) dst[x] = static_cast<float>(load(t + x));
-  }
-  static void store_row(T* dst, const float* v, int64_t n) {
-    for (int64_t x = 0; x < n; ++x) store(dst + x, v[x]);
   }
   // gates = igates + hgates + ib + hb over `n` columns; `tmp` holds n floats.
   void gate_sums(float* gates, float* tmp, int64_t b, int64_t n) const {
-    load_row(gates, in(0, b, n), n);
+    load_row_or_zero(gates, in(0, b, n), n);
     for (int k = 1; k < 5; ++k) {
       if (k == 2) continue;  // the state
       const T* t = k < 3 ? in(k, b, n) : in(k);
@@ -94,8 +91,8 @@ struct Cell {
     float *w = buf, *gg = buf + 4 * H, *go = buf + 8 * H, *gc = buf + 9 * H, *cx = buf + 10 * H,
           *tc = buf + 11 * H;
     load_row(w, in(4, b, 4 * H), 4 * H);
-    load_row(go, in(0, b, H), H);
-    load_row(gc, in(1, b, H), H);
+    load_row_or_zero(go, in(0, b, H), H);
+    load_row_or_zero(gc, in(1, b, H), H);
     load_row(cx, in(2, b, H), H);
     load_row(tc, in(3, b, H), H);
     tanh_row(tc, H);

@@ -127,6 +127,16 @@ inline auto visit(DType d, F&& f) {
   return f(tag<void>{});
 }
 
+// A row of n elements as floats, and back (one rounding per stored value).
+template <class T>
+inline void load_row(float* dst, const T* src, int64_t n) {
+  for (int64_t j = 0; j < n; ++j) dst[j] = static_cast<float>(load(src + j));
+}
+template <class T>
+inline void store_row(T* dst, const float* src, int64_t n) {
+  for (int64_t j = 0; j < n; ++j) store(dst + j, src[j]);
+}
+
 // The nine element types the vector engines compute on.
 template <class T>
 inline constexpr bool is_real9_v =

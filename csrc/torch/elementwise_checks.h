@@ -1,5 +1,6 @@
 // Checks and shapes shared by the elementwise op files (ops_elementwise.cpp,
-// ops_elementwise_ternary.cpp): TensorIterator's rules, as the CPU applies them.
+// ops_elementwise_ternary.cpp, ops_activation.cpp): TensorIterator's rules, as the CPU
+// applies them.
 #pragma once
 
 #include <ATen/ExpandUtils.h>

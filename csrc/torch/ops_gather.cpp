@@ -25,12 +25,12 @@ at::Tensor index_select(const at::Tensor& self, int64_t dim, const at::Tensor& i
     TORCH_CHECK(self.dim() <= 1 || self.size(d) > 0,
                 "index_select(): self indexing axis dim should be positive");
     TORCH_CHECK_INDEX(self.dim() > 1, "index out of range in self");
-    // The CPU bounds the indices from above though nothing is read: a rare case, so it
-    // may wait for the index values.
+    // The CPU bounds the indices though nothing is read: a rare case, so it may wait for
+    // the index values.
     const at::Tensor flat = index.reshape({-1});
-    const at::Tensor too_big = flat.masked_select(flat >= self.size(d));
-    TORCH_CHECK(too_big.numel() == 0, "INDICES element is out of DATA bounds, id=",
-                too_big.numel() ? too_big[0].item<int64_t>() : 0, " axis_dim=", self.size(d));
+    const at::Tensor bad = flat.masked_select((flat < 0).logical_or(flat >= self.size(d)));
+    TORCH_CHECK(bad.numel() == 0, "INDICES element is out of DATA bounds, id=",
+                bad.numel() ? bad[0].item<int64_t>() : 0, " axis_dim=", self.size(d));
   }
   at::Tensor out = empty_device(shape, self.scalar_type(), device);
   if (out.numel() == 0) return out;
@@ -197,11 +197,12 @@ Tensor& index_addcopy_out(const Tensor& self, int64_t dim, const Tensor& index,
   const int64_t n = source.dim() > 0 ? source.size(dim) : 1;
   TORCH_CHECK_INDEX(index.numel() == n, name, "(): Number of indices (", index.numel(),
                     ") should be equal to source.size(dim) (", n, ")");
-  // Into a dim of size 0 every index is out of range; the CPU raises though nothing would run.
+  // Into a dim of size 0 every index is out of range; the CPU raises though nothing would be
+  // written (index_copy_ only when its source has elements to copy).
   if (index.numel() > 0 && self.dim() > 0 && self.size(dim) == 0) {
     TORCH_CHECK_INDEX(kOp != Op::IndexAdd || self.dim() > 1, "index out of range in self");
-    TORCH_CHECK(kOp != Op::IndexCopy, name, "(): index out of range: dimension ", dim,
-                " of self has size 0");
+    TORCH_CHECK(kOp != Op::IndexCopy || source.numel() == 0, name,
+                "(): index out of range: dimension ", dim, " of self has size 0");
   }
   at::native::resize_output(out, self.sizes());
   if (out.numel() == 0) return out;

@@ -330,6 +330,8 @@ def test_index_ops_into_a_dim_of_size_zero_raise_at_once_as_on_the_cpu(neuron):
     same_error(lambda s, i, v: s.index_add(0, i, v), torch.zeros(0, dtype=torch.long), idx, torch.ones(2).long())
     same_error(lambda s, i: s.index_select(0, i), torch.zeros(0), idx)
     same_error(lambda s, i: s.index_select(0, i), torch.zeros(0, 3), idx)
+    same_error(lambda s, i: s.index_select(0, i), torch.zeros(3, 0), torch.tensor([-1]))
+    same_error(lambda s, i: s.index_select(0, i), torch.zeros(3, 0), torch.tensor([5]))
     same_error(lambda i, w: torch.nn.functional.embedding(i, w), idx, torch.zeros(0, 3))
     same_error(lambda s, i, v: s.index_put_((i,), v, accumulate=True), torch.zeros(0), idx, torch.ones(1))
     same_error(lambda s, i: s.__setitem__((slice(None), i), 1.0), torch.zeros(3, 0), idx)
@@ -340,6 +342,8 @@ def test_index_ops_into_a_dim_of_size_zero_raise_at_once_as_on_the_cpu(neuron):
         assert torch.zeros(0, 3, device=device).index_add(0, idx.to(device), torch.ones(2, 3, device=device)).shape == (0, 3)
         assert torch.zeros(3, 0, device=device).index_copy(0, torch.tensor([0, 7], device=device),
                                                            torch.ones(2, 0, device=device)).shape == (3, 0)
+        assert torch.zeros(0, 0, device=device).index_copy(0, torch.tensor([0], device=device),
+                                                           torch.ones(1, 0, device=device)).shape == (0, 0)
 
 
 def test_index_put_checks_and_warnings_as_the_cpu(neuron):

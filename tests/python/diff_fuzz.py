@@ -1837,10 +1837,9 @@ class Difference:
                 and (self.empty is None or empty is None or self.empty == empty))
 
 
-RETURNS = r"the CPU raises \w+: .*; neuron returns"
-# Real neuron bugs (reported; each one a strict xfail in diff_fuzz_corpus.jsonl). The bounded
-# run counts them apart, so that it fails on new differences only.
-# Real neuron bugs found and not yet fixed (the fixed ones' cases stay in the corpus).
+# Real neuron bugs found and not yet fixed, each a strict xfail in diff_fuzz_corpus.jsonl (the
+# fixed ones' cases stay there as regression cases). The bounded run counts them apart, so
+# that it fails on new differences only. None is open now.
 KNOWN_BUGS: dict = {}
 # Differences that are not neuron bugs: noted, and the program ends there.
 ACCEPTED = {

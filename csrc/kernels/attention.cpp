@@ -5,15 +5,17 @@
 // sgemm (never a hand-written GEMM) with float32 accumulation; half inputs are
 // widened tile by tile (their products are exact in float32).
 //
-// Threads: oneDNN's CPU runtime here is OpenMP, so the tiles are spread over an
-// OpenMP team; oneDNN sees it is inside a parallel region and runs each tile
-// GEMM on the calling thread instead of forking a team per tile.
+// Threads: the tiles are spread over the kernel thread pool, and each tile GEMM
+// runs on the thread that has the tile (DnnlTeamFor), not on an OpenMP team of
+// oneDNN's own.
 #include <dnnl.h>
 
+#include <algorithm>
 #include <atomic>
 #include <limits>
 #include <vector>
 
+#include "dnnl_context.h"
 #include "error.h"
 #include "openneuron/kernels/kernels.h"
 #include "parallel.h"
@@ -200,10 +202,6 @@ Shape shape_of(const AttentionParams& p, const onrt_arg* args) {
   return s;
 }
 
-int team_size(int64_t work) {
-  return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(pool_threads(), work)));
-}
-
 template <class T>
 int attention_entry(const void* params, const onrt_arg* args, char* err, size_t errlen) {
   const auto& p = *static_cast<const AttentionParams*>(params);
@@ -214,13 +212,12 @@ int attention_entry(const void* params, const onrt_arg* args, char* err, size_t 
   const int64_t work = sh.B * sh.H * nqb;
   if (work == 0) return 0;
   std::atomic<bool> failed{false};
-#pragma omp parallel num_threads(team_size(work))
-  {
+  auto tiles = [&](int64_t w0, int64_t w1) {
+    const DnnlTeamFor serial(0.0);  // the pool's threads are the team
     const int64_t Bq = sh.bq, Bk = sh.bk;
     std::vector<float> qbuf(Bq * sh.E), kbuf(Bk * sh.E), vbuf(Bk * sh.Ev), sbuf(Bq * Bk),
         acc(Bq * sh.Ev), m(Bq), l(Bq), z(sh.dropout ? Bk : 0);
-#pragma omp for schedule(dynamic, 1)
-    for (int64_t w = 0; w < work; ++w) {
+    for (int64_t w = w0; w < w1; ++w) {
       const int64_t ib = w % nqb, h = (w / nqb) % sh.H, b = w / (nqb * sh.H);
       const int64_t hk = h / sh.group;
       const int64_t r0 = ib * Bq, nq = std::min(Bq, sh.L - r0);
@@ -275,7 +272,8 @@ int attention_entry(const void* params, const onrt_arg* args, char* err, size_t 
               l[r] > 0 ? m[r] + std::log(l[r]) : std::numeric_limits<float>::infinity();
       }
     }
-  }
+  };
+  run_chunks(work, std::min<int64_t>(work, int64_t{8} * pool_threads()), RangeFn(tiles));
   if (failed) return fail(err, errlen, "attention: oneDNN sgemm failed");
   return 0;
 }
@@ -293,14 +291,13 @@ int attention_backward_entry(const void* params, const onrt_arg* args, char* err
   const int64_t work = sh.B * sh.Hk;
   if (work == 0 || sh.L == 0) return 0;
   std::atomic<bool> failed{false};
-#pragma omp parallel num_threads(team_size(work))
-  {
+  auto tiles = [&](int64_t w0, int64_t w1) {
+    const DnnlTeamFor serial(0.0);  // the pool's threads are the team
     const int64_t Bq = sh.bq, Bk = sh.bk, E = sh.E, Ev = sh.Ev;
     std::vector<float> qbuf(Bq * E), dobuf(Bq * Ev), kbuf(Bk * E), vbuf(Bk * Ev), pbuf(Bq * Bk),
         pdbuf(sh.dropout ? Bq * Bk : 0), dpbuf(Bq * Bk), dk(Bk * E), dv(Bk * Ev),
         dsum(sh.group * sh.L);
-#pragma omp for schedule(dynamic, 1)
-    for (int64_t w = 0; w < work; ++w) {
+    for (int64_t w = w0; w < w1; ++w) {
       const int64_t hk = w % sh.Hk, b = w / sh.Hk;
       // D_i = rowsum(dO_i * O_i) (= sum_j P_ij dP_ij, dropout included), and
       // grad_q zeroed for accumulation.
@@ -387,7 +384,8 @@ int attention_backward_entry(const void* params, const onrt_arg* args, char* err
         }
       }
     }
-  }
+  };
+  run_chunks(work, std::min<int64_t>(work, int64_t{8} * pool_threads()), RangeFn(tiles));
   if (failed) return fail(err, errlen, "attention backward: oneDNN sgemm failed");
   return 0;
 }

@@ -8,6 +8,7 @@
 // the problem; oneDNN parallelises internally.
 #include <dnnl.h>
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <vector>
@@ -213,8 +214,22 @@ Key make_key(const ConvParams& p) {
   return k;
 }
 
+// Multiply-adds times two, in every direction: each weight meets each position
+// of the smaller of the two spatial extents (the output of a strided
+// convolution, the input of a transposed one), per image.
+double conv_flops(const ConvParams& p) {
+  double src = 1, dst = 1, wei = 1;
+  for (int i = 0; i < p.nsp; ++i) {
+    src *= static_cast<double>(p.src_dims[2 + i]);
+    dst *= static_cast<double>(p.dst_dims[2 + i]);
+  }
+  for (int64_t d : p.wei_dims) wei *= d > 0 ? static_cast<double>(d) : 1.0;
+  return 2.0 * static_cast<double>(p.src_dims[0]) * std::min(src, dst) * wei;
+}
+
 int conv_entry(const void* params, const onrt_arg* args, char* err, size_t errlen) {
   const auto& p = *static_cast<const ConvParams*>(params);
+  const DnnlTeamFor team(conv_flops(p));
   Prim& pr = cached_primitive(DnnlPrimitiveKind::Convolution, make_key(p), &build);
   if (!pr.prim) return fail(err, errlen, "convolution: %s", pr.error.c_str());
   dnnl_memory_set_data_handle(pr.src.user, p.src.resolve(args));

@@ -2,6 +2,8 @@
 // what every cached primitive owns (dnnl_context.h).
 #include "dnnl_context.h"
 
+#include <omp.h>
+
 namespace openneuron::kernels::detail {
 
 dnnl_engine_t dnnl_cpu_engine() {
@@ -41,6 +43,19 @@ dnnl_data_type_t dnnl_type(DType d) {
 
 std::string dnnl_status_str(dnnl_status_t s) {
   return "oneDNN status " + std::to_string(static_cast<int>(s));
+}
+
+DnnlTeamFor::DnnlTeamFor(double flops) {
+  if (flops >= kDnnlSerialFlops) return;
+  saved_ = omp_get_max_threads();  // this thread's own setting (an OpenMP ICV)
+  if (saved_ > 1)
+    omp_set_num_threads(1);
+  else
+    saved_ = 0;
+}
+
+DnnlTeamFor::~DnnlTeamFor() {
+  if (saved_ > 0) omp_set_num_threads(saved_);
 }
 
 DnnlPrimitive::~DnnlPrimitive() {

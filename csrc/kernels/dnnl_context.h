@@ -1,6 +1,7 @@
 // Everything the oneDNN engines share (GEMM in gemm.cpp, convolution in
 // conv.cpp): the process's one oneDNN CPU engine, a oneDNN stream per thread,
-// the dtype mapping, and the one cache of built primitives.
+// the dtype mapping, the team size for a problem, and the one cache of built
+// primitives.
 #pragma once
 
 #include <cstddef>
@@ -26,6 +27,29 @@ dnnl_stream_t dnnl_thread_stream();  // this thread's stream on that engine
 dnnl_data_type_t dnnl_type(DType d);
 // "oneDNN status N", for error messages.
 std::string dnnl_status_str(dnnl_status_t s);
+
+// oneDNN's CPU runtime is OpenMP: a primitive forks a team from the calling
+// thread, whose threads then spin for milliseconds after the call on the cores the
+// pool's next kernels need, and waking them costs tens of microseconds. So the
+// engines run oneDNN on the calling thread alone and spread large problems over
+// the kernel pool themselves (GEMM above kDnnlSerialFlops, attention tiles, the
+// LSTM recurrence: DnnlTeamFor(0)); convolutions keep oneDNN's team above
+// kDnnlSerialFlops. DnnlTeamFor holds the calling thread's team size for one call:
+// set before its primitive is built (oneDNN blocks for the threads it will have)
+// and at every execution, from the problem's size only, so a cached primitive
+// always runs with the team it was built for.
+inline constexpr double kDnnlSerialFlops = 16e6;
+
+class DnnlTeamFor {
+ public:
+  explicit DnnlTeamFor(double flops);
+  ~DnnlTeamFor();
+  DnnlTeamFor(const DnnlTeamFor&) = delete;
+  DnnlTeamFor& operator=(const DnnlTeamFor&) = delete;
+
+ private:
+  int saved_ = 0;  // 0: left as it was
+};
 
 // A built primitive and the user-mode scratchpad it runs with; `prim` is null
 // and `error` says why when oneDNN has no primitive for the problem. The

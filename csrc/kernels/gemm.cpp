@@ -2,8 +2,10 @@
 // GEMM). Float32 in BLIS-compatible layouts goes to BLIS (gemm_blis.cpp) on a CPU
 // BLIS has kernels for; the half types, any other layout and float32 on other
 // CPUs to oneDNN's matmul primitive, kept in the
-// oneDNN primitive cache (dnnl_context.h) keyed by everything that shapes it
-// (oneDNN threads with OpenMP).
+// oneDNN primitive cache (dnnl_context.h) keyed by everything that shapes it.
+// oneDNN runs on the calling thread only: a large problem is cut into one part
+// per thread of our pool. An OpenMP team of oneDNN's own would keep spinning for
+// milliseconds after each GEMM, on the cores the pool's next kernels need.
 #include <dnnl.h>
 
 #include <memory>
@@ -16,6 +18,7 @@
 #include "error.h"
 #include "gemm_blis.h"
 #include "openneuron/kernels/kernels.h"
+#include "parallel.h"
 #include "storage.h"
 
 namespace openneuron::kernels {
@@ -140,6 +143,68 @@ const char* pack_bf16_even_k(const char* src, int64_t st[3], int64_t batch, int6
   return reinterpret_cast<const char*>(buf.data());
 }
 
+// A oneDNN matmul problem: C[b] = alpha * A[b] B[b] + beta * C[b] over
+// dims {batch, m, n, k}, strides {A: batch, row, col; B: ...; C: ...} in elements.
+struct GemmProblem {
+  DType dt;
+  float alpha, beta;
+  int64_t dims[4];
+  int64_t st[9];
+  const char *a, *b;
+  char* c;
+};
+
+// Part i of `parts` of the problem: a range of batches when there are enough,
+// else of rows or columns, whichever is longer (columns cut at multiples of 16, a
+// vector of floats). The parts' outputs are disjoint.
+GemmProblem part_of(const GemmProblem& w, int i, int parts) {
+  GemmProblem q = w;
+  const size_t es = dtype_size(w.dt);
+  int axis = w.dims[0] >= parts ? 0 : (w.dims[1] >= w.dims[2] ? 1 : 2);
+  const int64_t len = w.dims[axis], unit = axis == 2 ? 16 : 1;
+  const int64_t units = (len + unit - 1) / unit;
+  const int64_t lo = std::min(len, units * i / parts * unit);
+  const int64_t hi = std::min(len, units * (i + 1) / parts * unit);
+  q.dims[axis] = hi - lo;
+  // A moves with batches and rows, B with batches and columns, C with all three.
+  if (axis != 2) q.a = w.a + es * lo * w.st[axis];
+  if (axis != 1) q.b = w.b + es * lo * w.st[axis == 0 ? 3 : 5];
+  q.c = w.c + es * lo * w.st[6 + axis];
+  return q;
+}
+
+// Runs one problem on the calling thread; an error message, or empty.
+std::string run_part(const GemmProblem& g) {
+  if (g.dims[0] == 0 || g.dims[1] == 0 || g.dims[2] == 0) return {};
+  Key key;
+  std::memset(&key, 0, sizeof key);
+  key.dt = g.dt;
+  key.beta = g.beta;
+  key.scaled = g.alpha != 1.0f;
+  std::memcpy(key.dims, g.dims, sizeof key.dims);
+  std::memcpy(key.st, g.st, sizeof key.st);
+  Prim& pr = cached_primitive(DnnlPrimitiveKind::Matmul, key, &build);
+  if (!pr.prim) return pr.error;
+  dnnl_memory_set_data_handle(pr.src, const_cast<char*>(g.a));
+  dnnl_memory_set_data_handle(pr.wei, const_cast<char*>(g.b));
+  dnnl_memory_set_data_handle(pr.dst, g.c);
+  dnnl_exec_arg_t ex[6];
+  int n = 0;
+  ex[n++] = {DNNL_ARG_SRC, pr.src};
+  ex[n++] = {DNNL_ARG_WEIGHTS, pr.wei};
+  ex[n++] = {DNNL_ARG_DST, pr.dst};
+  if (pr.scale) {
+    pr.scale_value = g.alpha;
+    ex[n++] = {DNNL_ARG_ATTR_OUTPUT_SCALES, pr.scale};
+  }
+  if (pr.scratch) ex[n++] = {DNNL_ARG_SCRATCHPAD, pr.scratch};
+  dnnl_status_t s = dnnl_primitive_execute(pr.prim, dnnl_thread_stream(), n, ex);
+  if (s == dnnl_success) s = dnnl_stream_wait(dnnl_thread_stream());
+  if (s != dnnl_success)
+    return "oneDNN execution failed (status " + std::to_string(static_cast<int>(s)) + ")";
+  return {};
+}
+
 int gemm_entry(const void* params, const onrt_arg* args, char* err, size_t errlen) {
   const auto& p = *static_cast<const GemmParams*>(params);
   if (p.batch == 0 || p.m == 0 || p.n == 0) return 0;
@@ -154,14 +219,6 @@ int gemm_entry(const void* params, const onrt_arg* args, char* err, size_t errle
     }
   }
   if (blis_gemm(p, args, static_cast<float>(alpha), static_cast<float>(beta))) return 0;
-  Key key;
-  std::memset(&key, 0, sizeof key);
-  key.dt = p.dtype;
-  key.beta = static_cast<float>(beta);
-  key.scaled = static_cast<float>(alpha) != 1.0f;
-  key.dims[0] = p.batch;
-  key.dims[1] = p.m;
-  key.dims[2] = p.n;
   int64_t a_st[3] = {p.a_strides[0], p.a_strides[1], p.a_strides[2]};
   int64_t b_st[3] = {p.b_strides[0], p.b_strides[1], p.b_strides[2]};
   const char* a = p.a.resolve(args);
@@ -173,30 +230,32 @@ int gemm_entry(const void* params, const onrt_arg* args, char* err, size_t errle
     b = pack_bf16_even_k(b, b_st, p.batch, k, p.n, /*pad_cols=*/false, b_buf);
     ++k;
   }
-  key.dims[3] = k;
-  for (int i = 0; i < 3; ++i) {
-    key.st[i] = a_st[i];
-    key.st[3 + i] = b_st[i];
-    key.st[6 + i] = p.c_strides[i];
+  const GemmProblem whole{p.dtype,
+                          static_cast<float>(alpha),
+                          static_cast<float>(beta),
+                          {p.batch, p.m, p.n, k},
+                          {a_st[0], a_st[1], a_st[2], b_st[0], b_st[1], b_st[2], p.c_strides[0],
+                           p.c_strides[1], p.c_strides[2]},
+                          a,
+                          b,
+                          p.c.resolve(args)};
+  const double flops = 2.0 * static_cast<double>(p.batch) * p.m * p.n * k;
+  const int parts =
+      flops < kDnnlSerialFlops ? 1 : static_cast<int>(std::min<int64_t>(pool_threads(), 64));
+  if (parts <= 1) {
+    const DnnlTeamFor serial(0.0);
+    const std::string e = run_part(whole);
+    return e.empty() ? 0 : fail(err, errlen, "gemm: %s", e.c_str());
   }
-  Prim& pr = cached_primitive(DnnlPrimitiveKind::Matmul, key, &build);
-  if (!pr.prim) return fail(err, errlen, "gemm: %s", pr.error.c_str());
-  dnnl_memory_set_data_handle(pr.src, const_cast<char*>(a));
-  dnnl_memory_set_data_handle(pr.wei, const_cast<char*>(b));
-  dnnl_memory_set_data_handle(pr.dst, p.c.resolve(args));
-  dnnl_exec_arg_t ex[6];
-  int n = 0;
-  ex[n++] = {DNNL_ARG_SRC, pr.src};
-  ex[n++] = {DNNL_ARG_WEIGHTS, pr.wei};
-  ex[n++] = {DNNL_ARG_DST, pr.dst};
-  if (pr.scale) {
-    pr.scale_value = static_cast<float>(alpha);
-    ex[n++] = {DNNL_ARG_ATTR_OUTPUT_SCALES, pr.scale};
-  }
-  if (pr.scratch) ex[n++] = {DNNL_ARG_SCRATCHPAD, pr.scratch};
-  dnnl_status_t s = dnnl_primitive_execute(pr.prim, dnnl_thread_stream(), n, ex);
-  if (s == dnnl_success) s = dnnl_stream_wait(dnnl_thread_stream());
-  if (s != dnnl_success) return fail(err, errlen, "gemm: oneDNN execution failed (status %d)", static_cast<int>(s));
+  std::string errors[64];
+  auto range = [&](int64_t i0, int64_t i1) {
+    const DnnlTeamFor serial(0.0);
+    for (int64_t i = i0; i < i1; ++i)
+      errors[i] = run_part(part_of(whole, static_cast<int>(i), parts));
+  };
+  run_chunks(parts, parts, RangeFn(range));
+  for (int i = 0; i < parts; ++i)
+    if (!errors[i].empty()) return fail(err, errlen, "gemm: %s", errors[i].c_str());
   return 0;
 }
 

@@ -30,7 +30,8 @@ def test_matmul_family(neuron, dtype, tol):
 
 
 # Float32 GEMM goes to BLIS, split over the pool by batch, row blocks or column
-# blocks; other layouts go to oneDNN. Sizes are above the split threshold.
+# blocks; other layouts (and every layout on a CPU BLIS does not know) go to oneDNN.
+# Sizes are above BLIS's split threshold.
 GEMM_LAYOUTS = [
     ("rows", lambda a, b: a[:96, :130] @ b[:130, :200]),
     ("columns", lambda a, b: a[:40, :80] @ b[:80, :1000]),
@@ -50,6 +51,15 @@ GEMM_LAYOUTS = [
     ("linear weight", lambda a, b: a[:64, :130] @ b.reshape(-1)[:200 * 130].reshape(200, 130).t()),
     ("permuted batch", lambda a, b: a[:192, :64].reshape(64, 3, 64).permute(1, 0, 2)
      @ b.reshape(-1)[:3 * 64 * 50].reshape(64, 3, 50).transpose(0, 1)),
+    # Above 16 MFLOP oneDNN's problems are cut into one part per pool thread: by batch,
+    # else by rows or columns (columns at multiples of 16).
+    ("split rows", lambda a, b: a[:512, :300] @ b[:300, :200]),
+    ("split columns", lambda a, b: a[:40, :300] @ b[:300, :1000]),
+    ("split batch", lambda a, b: a[:512, :128].reshape(4, 128, 128) @ b[:512, :256].reshape(4, 128, 256)),
+    ("split broadcast batch", lambda a, b: torch.bmm(a[:512, :128].reshape(4, 128, 128),
+                                                     b[:128, :300].expand(4, 128, 300))),
+    ("split strided addmm", lambda a, b: torch.addmm(b[:300, :600], a[::2, :200][:300], b[:200, :600],
+                                                     beta=0.5, alpha=-2.0)),
 ]
 
 

@@ -1,6 +1,7 @@
 // Lowering of the RNN cell ops (LstmCell, GruCell and their backward ops) to the
-// rnn engine: one instruction per cell step; operands must be contiguous and of
-// one float dtype, with the sizes graph.h gives.
+// rnn engine: one instruction per cell step; and of LstmSequence and its backward:
+// one instruction per layer and direction. Operands must be contiguous and of one
+// float dtype (the sequence ops: Float32), with the sizes graph.h gives.
 #include "lowering.h"
 
 namespace openneuron::compiler::detail {
@@ -85,6 +86,88 @@ void lower_rnn_cell(LowerCtx& ctx) {
   if (!fn) ctx.fail(std::string("unsupported dtype ") + dtype_name(dtype));
   if (B * H == 0) return;
   ctx.emit(op_name(ctx.op()), fn, p, am);
+}
+
+namespace {
+
+// Checks `r` is a contiguous Float32 tensor of `sizes` and maps it; an absent
+// optional operand maps to an absent TensorArg.
+TensorArg sequence_operand(LowerCtx& ctx, ArgMap& am, const Ref& r, std::vector<int64_t> sizes,
+                           const std::string& what, bool optional) {
+  if (optional && r.is_none()) return TensorArg{};
+  ctx.expect_tensor(r, what.c_str());
+  const TensorType& t = r.type;
+  bool ok = t.dtype == DType::Float32 && t.ndim == static_cast<int>(sizes.size());
+  for (int d = 0; ok && d < t.ndim; ++d) ok = t.sizes[d] == sizes[d];
+  if (!ok) {
+    std::string want = "Float32 [";
+    for (size_t d = 0; d < sizes.size(); ++d) want += (d ? ", " : "") + std::to_string(sizes[d]);
+    ctx.fail(what + " is " + describe(t) + ", expected " + want + "]");
+  }
+  if (!t.is_contiguous()) ctx.fail(what + " must be contiguous, got " + describe(t));
+  return am.tensor(r);
+}
+
+}  // namespace
+
+void lower_lstm_sequence(LowerCtx& ctx) {
+  const bool saves = ctx.num_outputs() == 5;  // cells and gates, for a backward
+  ctx.expect_counts(4, saves ? 5 : 3);
+  ctx.expect_tensor(ctx.in(0), "xw");
+  ctx.expect_tensor(ctx.in(1), "w_hh");
+  const TensorType &xt = ctx.in(0).type, &wt = ctx.in(1).type;
+  if (xt.ndim != 3 || wt.ndim != 2 || wt.sizes[0] != 4 * wt.sizes[1] || xt.sizes[2] != wt.sizes[0])
+    ctx.fail("xw [T, B, 4H] and w_hh [4H, H] expected, got " + describe(xt) + " and " +
+             describe(wt));
+  const int64_t T = xt.sizes[0], B = xt.sizes[1], H = wt.sizes[1];
+  kernels::LstmSequenceParams p;
+  p.steps = T;
+  p.batch = B;
+  p.hidden = H;
+  p.reverse = ctx.attr(0, 0) != 0 ? 1 : 0;
+  ArgMap am;
+  p.xw = sequence_operand(ctx, am, ctx.in(0), {T, B, 4 * H}, "xw", false);
+  p.w_hh = sequence_operand(ctx, am, ctx.in(1), {4 * H, H}, "w_hh", false);
+  p.h0 = sequence_operand(ctx, am, ctx.in(2), {B, H}, "h0", false);
+  p.c0 = sequence_operand(ctx, am, ctx.in(3), {B, H}, "c0", false);
+  p.y = sequence_operand(ctx, am, ctx.out(0), {T, B, H}, "y", false);
+  p.h_n = sequence_operand(ctx, am, ctx.out(1), {B, H}, "h_n", false);
+  p.c_n = sequence_operand(ctx, am, ctx.out(2), {B, H}, "c_n", false);
+  if (saves) {
+    p.cells = sequence_operand(ctx, am, ctx.out(3), {T, B, H}, "cells", false);
+    p.gates = sequence_operand(ctx, am, ctx.out(4), {T, B, 4 * H}, "gates", false);
+  }
+  if (B * H == 0) return;
+  ctx.emit(op_name(ctx.op()), &kernels::lstm_sequence, p, am);
+}
+
+void lower_lstm_sequence_backward(LowerCtx& ctx) {
+  ctx.expect_counts(7, 3);
+  ctx.expect_tensor(ctx.in(3), "w_hh");
+  ctx.expect_tensor(ctx.in(6), "gates");
+  const TensorType &wt = ctx.in(3).type, &gt = ctx.in(6).type;
+  if (wt.ndim != 2 || wt.sizes[0] != 4 * wt.sizes[1] || gt.ndim != 3 || gt.sizes[2] != wt.sizes[0])
+    ctx.fail("w_hh [4H, H] and gates [T, B, 4H] expected, got " + describe(wt) + " and " +
+             describe(gt));
+  const int64_t T = gt.sizes[0], B = gt.sizes[1], H = wt.sizes[1];
+  kernels::LstmSequenceBackwardParams p;
+  p.steps = T;
+  p.batch = B;
+  p.hidden = H;
+  p.reverse = ctx.attr(0, 0) != 0 ? 1 : 0;
+  ArgMap am;
+  p.grad_y = sequence_operand(ctx, am, ctx.in(0), {T, B, H}, "grad_y", true);
+  p.grad_h_n = sequence_operand(ctx, am, ctx.in(1), {B, H}, "grad_h_n", true);
+  p.grad_c_n = sequence_operand(ctx, am, ctx.in(2), {B, H}, "grad_c_n", true);
+  p.w_hh = sequence_operand(ctx, am, ctx.in(3), {4 * H, H}, "w_hh", false);
+  p.c0 = sequence_operand(ctx, am, ctx.in(4), {B, H}, "c0", false);
+  p.cells = sequence_operand(ctx, am, ctx.in(5), {T, B, H}, "cells", false);
+  p.gates = sequence_operand(ctx, am, ctx.in(6), {T, B, 4 * H}, "gates", false);
+  p.grad_gates = sequence_operand(ctx, am, ctx.out(0), {T, B, 4 * H}, "grad_gates", false);
+  p.grad_h0 = sequence_operand(ctx, am, ctx.out(1), {B, H}, "grad_h0", false);
+  p.grad_c0 = sequence_operand(ctx, am, ctx.out(2), {B, H}, "grad_c0", false);
+  if (B * H == 0) return;
+  ctx.emit(op_name(ctx.op()), &kernels::lstm_sequence_backward, p, am);
 }
 
 }  // namespace openneuron::compiler::detail

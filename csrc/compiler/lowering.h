@@ -223,6 +223,8 @@ void lower_attention(LowerCtx&);
 
 // --- rnn (lower_rnn.cpp)
 void lower_rnn_cell(LowerCtx&);
+void lower_lstm_sequence(LowerCtx&);
+void lower_lstm_sequence_backward(LowerCtx&);
 
 // --- fused (lower_fused.cpp)
 void lower_fused_elementwise(LowerCtx&);

@@ -198,6 +198,8 @@ constexpr Entry kTable[] = {
     {Op::LstmCellBackward, lower_rnn_cell},
     {Op::GruCell, lower_rnn_cell},
     {Op::GruCellBackward, lower_rnn_cell},
+    {Op::LstmSequence, lower_lstm_sequence},
+    {Op::LstmSequenceBackward, lower_lstm_sequence_backward},
     // fused
     {Op::FusedElementwise, lower_fused_elementwise},
 };

@@ -1,7 +1,16 @@
-// The fused LSTM and GRU cell ops (lower_rnn.cpp). For a PrivateUse1 device,
-// PyTorch's nn.LSTM / nn.GRU / LSTMCell / GRUCell compute the gate GEMMs with
-// matmul and hand the pointwise rest to these ops, as on CUDA; they have no CPU
-// kernel, so without them the RNN family could not run at all.
+// The RNN family (lower_rnn.cpp). The fused LSTM and GRU cell ops: for a
+// PrivateUse1 device, PyTorch's nn.GRU / LSTMCell / GRUCell (and nn.LSTM where the
+// whole-sequence path below does not apply) compute the gate GEMMs with matmul and
+// hand the pointwise rest to these ops, as on CUDA; they have no CPU kernel.
+// And nn.LSTM over a whole sequence (aten::lstm.input, registered for autograd): per
+// layer and direction, the input projections of all steps as one GEMM, the
+// recurrence as one LstmSequence instruction, and a backward of one instruction plus
+// GEMMs over the whole sequence, where PyTorch's composite would launch a few ops
+// per time step, forward and backward.
+#include <ATen/ops/lstm_native.h>
+#include <c10/core/impl/TorchDispatchModeTLS.h>
+#include <torch/csrc/autograd/custom_function.h>
+
 #include "op_helpers.h"
 
 namespace openneuron::bridge {
@@ -121,6 +130,167 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> gru_cell_backward(const Tenso
   return {gi, gh, ghx, gi.sum(0), gh.sum(0)};
 }
 
+// ---- nn.LSTM over a whole sequence
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+// y, h_n, c_n, and (when `save`) cells and gates, for one layer and direction;
+// Float32 operands, x [T, B, I].
+std::vector<Tensor> lstm_layer_forward(const Tensor& x, const Tensor& h0, const Tensor& c0,
+                                       const Tensor& w_ih, const Tensor& w_hh, const Tensor& b_ih,
+                                       const Tensor& b_hh, bool reverse, bool save) {
+  const int64_t T = x.size(0), B = x.size(1), H = w_hh.size(1);
+  const Tensor x2 = x.reshape({T * B, x.size(2)});
+  const Tensor xw = (b_ih.defined() ? at::addmm(b_ih + b_hh, x2, w_ih.t()) : at::mm(x2, w_ih.t()))
+                        .view({T, B, 4 * H});
+  const c10::Device dev = x.device();
+  std::vector<Tensor> outs = {empty_device({T, B, H}, at::kFloat, dev),
+                              empty_device({B, H}, at::kFloat, dev),
+                              empty_device({B, H}, at::kFloat, dev)};
+  if (save) {
+    outs.push_back(empty_device({T, B, H}, at::kFloat, dev));
+    outs.push_back(empty_device({T, B, 4 * H}, at::kFloat, dev));
+  }
+  std::vector<Operand> out_ops;
+  for (const Tensor& t : outs) out_ops.push_back(tensor_operand(t));
+  const Operand in_ops[] = {tensor_operand(xw), tensor_operand(w_hh.contiguous()),
+                            tensor_operand(h0.contiguous()), tensor_operand(c0.contiguous())};
+  launch(Op::LstmSequence, in_ops, out_ops, {reverse ? 1 : 0});
+  return outs;
+}
+
+// One layer and direction as an autograd node: its backward runs the recurrence
+// backward as one instruction, then forms the input and weight gradients with GEMMs
+// over all steps at once.
+struct LstmLayer : torch::autograd::Function<LstmLayer> {
+  static variable_list forward(AutogradContext* ctx, const Tensor& x, const Tensor& h0,
+                               const Tensor& c0, const Tensor& w_ih, const Tensor& w_hh,
+                               const Tensor& b_ih, const Tensor& b_hh, bool reverse) {
+    std::vector<Tensor> r = lstm_layer_forward(x, h0, c0, w_ih, w_hh, b_ih, b_hh, reverse, true);
+    ctx->save_for_backward({x, h0, c0, w_ih, w_hh, r[0], r[3], r[4]});
+    ctx->saved_data["reverse"] = reverse;
+    ctx->saved_data["bias"] = b_ih.defined();
+    return {r[0], r[1], r[2]};
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const variable_list s = ctx->get_saved_variables();
+    const Tensor &x = s[0], &h0 = s[1], &c0 = s[2], &w_ih = s[3], &w_hh = s[4], &y = s[5];
+    const bool reverse = ctx->saved_data["reverse"].toBool();
+    const int64_t T = x.size(0), B = x.size(1), I = x.size(2), H = w_hh.size(1);
+    const c10::Device dev = x.device();
+    Tensor gg = empty_device({T, B, 4 * H}, at::kFloat, dev);
+    Tensor gh0 = empty_device({B, H}, at::kFloat, dev), gc0 = empty_device({B, H}, at::kFloat, dev);
+    auto grad = [&](int k) { return grads[k].defined() ? grads[k].contiguous() : Tensor(); };
+    const Operand in_ops[] = {optional_operand(grad(0)),
+                              optional_operand(grad(1)),
+                              optional_operand(grad(2)),
+                              tensor_operand(w_hh.contiguous()),
+                              tensor_operand(c0.contiguous()),
+                              tensor_operand(s[6]),
+                              tensor_operand(s[7])};
+    const Operand out_ops[] = {tensor_operand(gg), tensor_operand(gh0), tensor_operand(gc0)};
+    launch(Op::LstmSequenceBackward, in_ops, out_ops, {reverse ? 1 : 0});
+    const Tensor g2 = gg.view({T * B, 4 * H});
+    Tensor dx, dw_ih, dw_hh, db;
+    if (ctx->needs_input_grad(0)) dx = at::mm(g2, w_ih).view({T, B, I});
+    if (ctx->needs_input_grad(3)) dw_ih = at::mm(g2.t(), x.reshape({T * B, I}));
+    if (ctx->needs_input_grad(4)) {
+      // h_{t-1} at every step t, in time order.
+      const Tensor first = h0.unsqueeze(0);
+      const Tensor h_prev = T == 1    ? first
+                            : reverse ? at::cat({y.narrow(0, 1, T - 1), first})
+                                      : at::cat({first, y.narrow(0, 0, T - 1)});
+      dw_hh = at::mm(g2.t(), h_prev.reshape({T * B, H}));
+    }
+    if (ctx->saved_data["bias"].toBool()) db = g2.sum(0);
+    return {dx, gh0, gc0, dw_ih, dw_hh, db, db, Tensor()};
+  }
+};
+
+// Whether `t` is a plain neuron tensor: no subclass, mode, functionalization or
+// functorch wrapper in the way (those trace or transform the composite instead)
+// and no forward-mode gradient (LstmLayer has no forward derivative).
+bool plain_device_tensor(const Tensor& t) {
+  static const c10::DispatchKeySet wrappers(
+      {c10::DispatchKey::Python, c10::DispatchKey::PythonTLSSnapshot,
+       c10::DispatchKey::Functionalize, c10::DispatchKey::FuncTorchBatched,
+       c10::DispatchKey::FuncTorchGradWrapper});
+  return t.defined() && t.device().is_privateuseone() && t.layout() == at::kStrided &&
+         !t.key_set().has_any(wrappers) && !t._fw_grad(/*level=*/0).defined();
+}
+
+bool whole_sequence_applies(const Tensor& input, at::TensorList hx, at::TensorList params,
+                            bool has_biases, int64_t num_layers, bool bidirectional) {
+  if (c10::impl::TorchDispatchModeTLS::stack_len() > 0) return false;
+  const auto dtype = input.scalar_type();
+  if (!is_half_or_float(dtype) || input.dim() != 3 || input.numel() == 0) return false;
+  // proj_size gives h a size of its own: the composite handles it.
+  if (hx.size() != 2 || hx[0].sizes() != hx[1].sizes() || hx[0].dim() != 3 || hx[0].size(2) == 0)
+    return false;
+  const int64_t per = has_biases ? 4 : 2, dirs = bidirectional ? 2 : 1;
+  if (static_cast<int64_t>(params.size()) != num_layers * dirs * per) return false;
+  if (!plain_device_tensor(input) || !plain_device_tensor(hx[0]) || !plain_device_tensor(hx[1]))
+    return false;
+  for (const Tensor& p : params)
+    if (!plain_device_tensor(p) || p.scalar_type() != dtype) return false;
+  return hx[0].scalar_type() == dtype && hx[1].scalar_type() == dtype;
+}
+
+// aten::lstm.input for neuron tensors. Half types compute in float32 (converted
+// on the way in and out, so autograd sees the conversions).
+std::tuple<Tensor, Tensor, Tensor> lstm(const Tensor& input, at::TensorList hx,
+                                        at::TensorList params, bool has_biases, int64_t num_layers,
+                                        double dropout, bool train, bool bidirectional,
+                                        bool batch_first) {
+  if (!whole_sequence_applies(input, hx, params, has_biases, num_layers, bidirectional))
+    return at::native::lstm(input, hx, params, has_biases, num_layers, dropout, train,
+                            bidirectional, batch_first);
+  const auto dtype = input.scalar_type();
+  auto f32 = [](const Tensor& t) { return t.scalar_type() == at::kFloat ? t : t.to(at::kFloat); };
+  const int64_t dirs = bidirectional ? 2 : 1, per = has_biases ? 4 : 2;
+  const Tensor h_all = f32(hx[0]), c_all = f32(hx[1]);
+  Tensor layer_in = f32(batch_first ? input.transpose(0, 1) : input).contiguous();
+  std::vector<Tensor> h_n, c_n;
+  const bool grad = at::GradMode::is_enabled();
+  for (int64_t l = 0; l < num_layers; ++l) {
+    std::vector<Tensor> ys;
+    for (int64_t d = 0; d < dirs; ++d) {
+      const int64_t i = l * dirs + d;
+      const Tensor* w = params.data() + i * per;
+      const Tensor b_ih = has_biases ? f32(w[2]) : Tensor(),
+                   b_hh = has_biases ? f32(w[3]) : Tensor();
+      variable_list r;
+      const bool needs_grad =
+          grad && (layer_in.requires_grad() || h_all.requires_grad() || c_all.requires_grad() ||
+                   w[0].requires_grad() || w[1].requires_grad() ||
+                   (has_biases && (w[2].requires_grad() || w[3].requires_grad())));
+      if (needs_grad) {
+        r = LstmLayer::apply(layer_in, h_all[i], c_all[i], f32(w[0]), f32(w[1]), b_ih, b_hh,
+                             d == 1);
+      } else {
+        r = lstm_layer_forward(layer_in, h_all[i], c_all[i], f32(w[0]), f32(w[1]), b_ih, b_hh,
+                               d == 1, /*save=*/false);
+      }
+      ys.push_back(r[0]);
+      h_n.push_back(r[1]);
+      c_n.push_back(r[2]);
+    }
+    layer_in = dirs == 2 ? at::cat(ys, 2) : ys[0];
+    if (dropout > 0 && train && l + 1 < num_layers)
+      layer_in = at::dropout(layer_in, dropout, train);
+  }
+  Tensor output = batch_first ? layer_in.transpose(0, 1) : layer_in;
+  Tensor h = at::stack(h_n, 0), c = at::stack(c_n, 0);
+  if (dtype != at::kFloat) {
+    output = output.to(dtype);
+    h = h.to(dtype);
+    c = c.to(dtype);
+  }
+  return {output, h, c};
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, lib) {
@@ -130,5 +300,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, lib) {
   m.impl("_thnn_fused_gru_cell", gru_cell);
   m.impl("_thnn_fused_gru_cell_backward", gru_cell_backward);
 }
+
+TORCH_LIBRARY_IMPL(aten, AutogradPrivateUse1, lib) { lib.impl("lstm.input", lstm); }
 
 }  // namespace openneuron::bridge

@@ -257,29 +257,40 @@ namespace openneuron::compiler {
   _(GruCellBackward) /* grad_hy, workspace -> grad_input_gates[B,3H],                   \
                    grad_hidden_gates[B,3H], grad_hx[B,H] */
 
+// An LSTM layer's recurrence in one direction, Float32 only: the step GEMMs run
+// inside; the input projections and the weight gradients are Mm nodes around it.
+#define OPENNEURON_RNN_SEQUENCE_OPS(_)                                                     \
+  _(LstmSequence)         /* xw[T,B,4H] (the input projections, biases added), w_hh[4H,H], \
+                             h0[B,H], c0[B,H] -> y[T,B,H], h_n[B,H], c_n[B,H], and for a   \
+                             backward cells[T,B,H], gates[T,B,4H]; attrs: reverse */       \
+  _(LstmSequenceBackward) /* grad_y|none, grad_h_n|none, grad_c_n|none, w_hh, c0,          \
+                             cells, gates -> grad_gates[T,B,4H] (of the                    \
+                             pre-activations), grad_h0[B,H], grad_c0[B,H]; attrs: reverse */
+
 // fused (fuse.cpp, lower_fused.cpp): made by the compiler's passes, never by the
 // torch bridge.
 #define OPENNEURON_FUSED_OPS(_)                                                         \
   _(FusedElementwise) /* loaded tensors..., scalars... -> stored tensors...: a chain    \
                          of elementwise steps (attrs: see fuse.cpp) */
 
-#define OPENNEURON_FOR_EACH_OP(_)                                                       \
-  OPENNEURON_CREATION_OPS(_)                                                            \
-  OPENNEURON_RNG_OPS(_)                                                                 \
-  OPENNEURON_ELEMENTWISE_OPS(_)                                                         \
-  OPENNEURON_ACTIVATION_OPS(_)                                                          \
-  OPENNEURON_REDUCE_OPS(_)                                                              \
-  OPENNEURON_MM_OPS(_)                                                                  \
-  OPENNEURON_NORM_OPS(_)                                                                \
-  OPENNEURON_SOFTMAX_OPS(_)                                                             \
-  OPENNEURON_LOSS_OPS(_)                                                                \
-  OPENNEURON_GATHER_OPS(_)                                                              \
-  OPENNEURON_SELECT_OPS(_)                                                              \
-  OPENNEURON_OPTIM_OPS(_)                                                               \
-  OPENNEURON_CONV_OPS(_)                                                                \
-  OPENNEURON_POOL_OPS(_)                                                                \
-  OPENNEURON_ATTENTION_OPS(_)                                                           \
-  OPENNEURON_RNN_OPS(_)                                                                 \
+#define OPENNEURON_FOR_EACH_OP(_) \
+  OPENNEURON_CREATION_OPS(_)      \
+  OPENNEURON_RNG_OPS(_)           \
+  OPENNEURON_ELEMENTWISE_OPS(_)   \
+  OPENNEURON_ACTIVATION_OPS(_)    \
+  OPENNEURON_REDUCE_OPS(_)        \
+  OPENNEURON_MM_OPS(_)            \
+  OPENNEURON_NORM_OPS(_)          \
+  OPENNEURON_SOFTMAX_OPS(_)       \
+  OPENNEURON_LOSS_OPS(_)          \
+  OPENNEURON_GATHER_OPS(_)        \
+  OPENNEURON_SELECT_OPS(_)        \
+  OPENNEURON_OPTIM_OPS(_)         \
+  OPENNEURON_CONV_OPS(_)          \
+  OPENNEURON_POOL_OPS(_)          \
+  OPENNEURON_ATTENTION_OPS(_)     \
+  OPENNEURON_RNN_OPS(_)           \
+  OPENNEURON_RNN_SEQUENCE_OPS(_)  \
   OPENNEURON_FUSED_OPS(_)
 
 enum class Op : uint16_t {

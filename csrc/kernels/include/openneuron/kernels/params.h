@@ -105,6 +105,30 @@ struct RnnCellParams {
   TensorArg in[5], out[3];
 };
 
+// A whole LSTM layer's recurrence in one direction (rnn_sequence.cpp), Float32,
+// all operands contiguous. The input projections of every step come in as one
+// tensor (xw = x W_ih^T + b_ih + b_hh, one GEMM before); each step adds
+// h_{t-1} W_hh^T and applies the cell. `reverse` runs t = T-1 .. 0; y[t] stays at
+// its time position. cells and gates (the activated i, f, g, o) are what the
+// backward reads; absent when no gradient is wanted.
+struct LstmSequenceParams {
+  int64_t steps = 0, batch = 0, hidden = 0;
+  int32_t reverse = 0;
+  TensorArg xw, w_hh, h0, c0;           // [T,B,4H], [4H,H], [B,H], [B,H]
+  TensorArg y, h_n, c_n, cells, gates;  // [T,B,H], [B,H], [B,H], [T,B,H]|absent, [T,B,4H]|absent
+};
+
+// Its backward through time: the gradients of the gate pre-activations at every
+// step (from which the caller forms the weight and input gradients with GEMMs over
+// the whole sequence) and of the initial state. Absent output gradients are zeros.
+struct LstmSequenceBackwardParams {
+  int64_t steps = 0, batch = 0, hidden = 0;
+  int32_t reverse = 0;
+  TensorArg grad_y, grad_h_n, grad_c_n;    // [T,B,H]|absent, [B,H]|absent, [B,H]|absent
+  TensorArg w_hh, c0, cells, gates;        // as saved by the forward
+  TensorArg grad_gates, grad_h0, grad_c0;  // [T,B,4H], [B,H], [B,H]
+};
+
 // ------------------------------------------------------------ fused elementwise
 
 // A chain of elementwise ops run as one pass over cache-sized tiles

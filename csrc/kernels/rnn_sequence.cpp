@@ -1,0 +1,297 @@
+// A whole LSTM layer's recurrence (one direction) in one instruction, forward and
+// backward through time. The caller computes the input projections of every step
+// with one large GEMM, so a step here is one small GEMM, h_{t-1} W_hh^T
+// (batch x 4H, K = H), and the cell's pointwise math, with nothing dispatched in
+// between. The hidden units are split into one block per pool thread: a thread
+// computes its block's four gate columns with its own GEMM and then the cell for
+// those units, so each thread keeps its slice of W_hh in its own cache for the whole
+// sequence, and the threads meet once per step. The pointwise formulas and their
+// order are rnn.cpp's cell kernels' (PyTorch's fused cells).
+#include <dnnl.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "dnnl_context.h"
+#include "error.h"
+#include "openneuron/host_contention.h"
+#include "openneuron/kernels/kernels.h"
+#include "parallel.h"
+#include "vmath.h"
+
+namespace openneuron::kernels {
+namespace detail {
+namespace {
+
+ON_INLINE float sigmoid(float x) { return 1.0f / (1.0f + vexp(-x)); }
+
+// Blocks of hidden units, one per pool thread, at least kMinUnits units each: a
+// small layer is not worth splitting.
+constexpr int64_t kMinUnits = 32;
+
+struct Split {
+  int64_t hidden, count;
+  explicit Split(int64_t h)
+      : hidden(h), count(std::clamp<int64_t>(h / kMinUnits, 1, pool_threads())) {}
+  int64_t begin(int64_t b) const { return b * hidden / count; }
+  int64_t size(int64_t b) const { return begin(b + 1) - begin(b); }
+};
+
+void wait_until(const std::atomic<int64_t>& v, int64_t target) {
+  for (int i = 0; v.load(std::memory_order_acquire) < target; ++i) {
+#if defined(__x86_64__)
+    if (i < 1024 && !onrt_host_contended()) {
+      __builtin_ia32_pause();
+      continue;
+    }
+#endif
+    std::this_thread::yield();
+  }
+}
+
+// Runs fn(step, block) for every step in order, each over split.count blocks, in
+// one parallel region for the whole sequence: a region per step would wake the
+// pool's threads once per step, which costs about what a step's work does. A thread
+// takes the next (step, block) in order and, before a block of step s, waits until
+// every block of step s-1 is done. A thread only ever waits on blocks another thread
+// has taken and is running, so any number of threads (one, when the pool is busy)
+// finishes. fn returns false on failure; the sequence still runs to its end.
+template <class F>
+bool run_steps(int64_t steps, const Split& split, F&& fn) {
+  std::atomic<int64_t> next{0}, done{0};
+  std::atomic<bool> ok{true};
+  const int64_t count = split.count, total = steps * count;
+  auto worker = [&](int64_t, int64_t) {
+    const DnnlTeamFor serial(0.0);  // the threads are ours: oneDNN runs on each alone
+    for (;;) {
+      const int64_t k = next.fetch_add(1, std::memory_order_relaxed);
+      if (k >= total) break;
+      wait_until(done, k / count * count);
+      if (!fn(k / count, k % count)) ok.store(false, std::memory_order_relaxed);
+      done.fetch_add(1, std::memory_order_release);
+    }
+  };
+  run_chunks(count, count, RangeFn(worker));
+  return ok.load();
+}
+
+// dnnl_sgemm is row-major: C[M,N] = A[M,K] B[K,N] (+ C when beta is 1).
+bool sgemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
+           int64_t ldb, float* c, int64_t ldc) {
+  return dnnl_sgemm('N', 'N', m, n, k, 1.0f, a, lda, b, ldb, 0.0f, c, ldc) == dnnl_success;
+}
+
+// An operand's floats, or nullptr for an absent optional one.
+const float* in(const TensorArg& t, const onrt_arg* args) {
+  return t.present() ? reinterpret_cast<const float*>(t.resolve(args)) : nullptr;
+}
+float* out(const TensorArg& t, const onrt_arg* args) {
+  return t.present() ? reinterpret_cast<float*>(t.resolve(args)) : nullptr;
+}
+
+class Forward {
+ public:
+  Forward(const LstmSequenceParams& p, const onrt_arg* args)
+      : T(p.steps),
+        B(p.batch),
+        H(p.hidden),
+        reverse(p.reverse != 0),
+        split(p.hidden),
+        xw(in(p.xw, args)),
+        w(in(p.w_hh, args)),
+        h0(in(p.h0, args)),
+        c0(in(p.c0, args)),
+        y(out(p.y, args)),
+        h_n(out(p.h_n, args)),
+        c_n(out(p.c_n, args)),
+        cells(out(p.cells, args)),
+        gates(out(p.gates, args)),
+        wt(split.count),
+        g(split.count) {
+    if (!cells) cstate.resize(B * H);
+  }
+
+  bool run() {
+    const bool ok = run_steps(T, split, [&](int64_t s, int64_t blk) {
+      if (s == 0) pack(blk);
+      return step(s, blk);
+    });
+    if (!ok) return false;
+    const float* c_last = T == 0 ? c0 : cell(T - 1);
+    std::memcpy(h_n, T == 0 ? h0 : y + time(T - 1) * B * H, sizeof(float) * B * H);
+    std::memcpy(c_n, c_last, sizeof(float) * B * H);
+    return true;
+  }
+
+ private:
+  int64_t time(int64_t s) const { return reverse ? T - 1 - s : s; }
+  // The cell state after step s: its slot in `cells`, or the running state.
+  float* cell(int64_t s) { return cells ? cells + time(s) * B * H : cstate.data(); }
+
+  // The block's rows of W_hh (its units' i, f, g, o), transposed: [H][4n], so the
+  // step's GEMM reads its right operand row-major.
+  void pack(int64_t blk) {
+    const int64_t a = split.begin(blk), n = split.size(blk), n4 = 4 * n;
+    std::vector<float>& dst = wt[blk];
+    dst.resize(H * n4);
+    // Block row r is W_hh row (r / n) * H + a + r % n. Tiles keep both sides in cache.
+    constexpr int64_t kTile = 16;
+    for (int64_t r0 = 0; r0 < n4; r0 += kTile)
+      for (int64_t k0 = 0; k0 < H; k0 += kTile)
+        for (int64_t r = r0; r < std::min(r0 + kTile, n4); ++r) {
+          const float* row = w + ((r / n) * H + a + r % n) * H;
+          for (int64_t k = k0; k < std::min(k0 + kTile, H); ++k) dst[k * n4 + r] = row[k];
+        }
+    g[blk].resize(B * n4 + n);
+  }
+
+  bool step(int64_t s, int64_t blk) {
+    const int64_t t = time(s), a = split.begin(blk), n = split.size(blk), n4 = 4 * n;
+    const float* hp = s == 0 ? h0 : y + time(s - 1) * B * H;
+    const float* cp = s == 0 ? c0 : cell(s - 1);
+    float* cn = cell(s);
+    float* gm = g[blk].data();
+    float* tmp = gm + B * n4;
+    if (!sgemm(B, n4, H, hp, H, wt[blk].data(), n4, gm, n4)) return false;
+    for (int64_t b = 0; b < B; ++b) {
+      float* gr = gm + b * n4;
+      const float* x = xw + (t * B + b) * 4 * H + a;
+      for (int64_t q = 0; q < 4; ++q)
+        for (int64_t jj = 0; jj < n; ++jj) gr[q * n + jj] += x[q * H + jj];
+      for (int64_t jj = 0; jj < 2 * n; ++jj) gr[jj] = sigmoid(gr[jj]);
+      for (int64_t jj = 2 * n; jj < 3 * n; ++jj) gr[jj] = vtanh(gr[jj]);
+      for (int64_t jj = 3 * n; jj < n4; ++jj) gr[jj] = sigmoid(gr[jj]);
+      const float* cpr = cp + b * H + a;
+      float* cnr = cn + b * H + a;  // may be cpr itself: each element is read before written
+      for (int64_t jj = 0; jj < n; ++jj) {
+        cnr[jj] = gr[n + jj] * cpr[jj] + gr[jj] * gr[2 * n + jj];
+        tmp[jj] = cnr[jj];
+      }
+      for (int64_t jj = 0; jj < n; ++jj) tmp[jj] = vtanh(tmp[jj]);
+      float* yr = y + (t * B + b) * H + a;
+      for (int64_t jj = 0; jj < n; ++jj) yr[jj] = tmp[jj] * gr[3 * n + jj];
+      if (gates) {
+        float* gs = gates + (t * B + b) * 4 * H + a;
+        for (int64_t q = 0; q < 4; ++q) std::memcpy(gs + q * H, gr + q * n, sizeof(float) * n);
+      }
+    }
+    return true;
+  }
+
+  const int64_t T, B, H;
+  const bool reverse;
+  const Split split;
+  const float *xw, *w, *h0, *c0;
+  float *y, *h_n, *c_n, *cells, *gates;
+  std::vector<std::vector<float>> wt, g;  // per block: W_hh^T slice; gate rows + one tmp row
+  std::vector<float> cstate;              // the running cell state when `cells` is absent
+};
+
+class Backward {
+ public:
+  Backward(const LstmSequenceBackwardParams& p, const onrt_arg* args)
+      : T(p.steps),
+        B(p.batch),
+        H(p.hidden),
+        reverse(p.reverse != 0),
+        split(p.hidden),
+        gy(in(p.grad_y, args)),
+        w(in(p.w_hh, args)),
+        c0(in(p.c0, args)),
+        cells(in(p.cells, args)),
+        gates(in(p.gates, args)),
+        gg(out(p.grad_gates, args)),
+        dh(B * H, 0.0f),
+        dc(B * H, 0.0f),
+        tmp(split.count) {
+    if (const float* v = in(p.grad_h_n, args)) std::copy(v, v + B * H, dh.begin());
+    if (const float* v = in(p.grad_c_n, args)) std::copy(v, v + B * H, dc.begin());
+  }
+
+  // Steps in reverse of the forward's order, u = 0 .. T-1. Region r runs, per block,
+  // the GEMM of step r-1 (dh over the block's columns, from every column of that
+  // step's gate gradients, all written in region r-1) and then the pointwise part of
+  // step r (the block's columns only).
+  bool run(float* grad_h0, float* grad_c0) {
+    const bool ok = run_steps(T + 1, split, [&](int64_t r, int64_t blk) {
+      const bool gemm_ok = r == 0 || gemm(r - 1, blk);
+      if (r < T) pointwise(r, blk);
+      return gemm_ok;
+    });
+    if (!ok) return false;
+    std::copy(dh.begin(), dh.end(), grad_h0);
+    std::copy(dc.begin(), dc.end(), grad_c0);
+    return true;
+  }
+
+ private:
+  // Forward step index s of backward step u, and its time position.
+  int64_t fstep(int64_t u) const { return T - 1 - u; }
+  int64_t time(int64_t s) const { return reverse ? T - 1 - s : s; }
+
+  void pointwise(int64_t u, int64_t blk) {
+    const int64_t s = fstep(u), t = time(s), a = split.begin(blk), n = split.size(blk);
+    std::vector<float>& tc = tmp[blk];
+    tc.resize(n);
+    for (int64_t b = 0; b < B; ++b) {
+      const float* c = cells + (t * B + b) * H + a;
+      const float* cp = (s == 0 ? c0 + b * H : cells + (time(s - 1) * B + b) * H) + a;
+      const float* gt = gates + (t * B + b) * 4 * H + a;
+      const float* go = gy ? gy + (t * B + b) * H + a : nullptr;
+      float* out = gg + (t * B + b) * 4 * H + a;
+      float* dhr = dh.data() + b * H + a;
+      float* dcr = dc.data() + b * H + a;
+      for (int64_t jj = 0; jj < n; ++jj) tc[jj] = vtanh(c[jj]);
+      for (int64_t jj = 0; jj < n; ++jj) {
+        const float i = gt[jj], f = gt[H + jj], g = gt[2 * H + jj], o = gt[3 * H + jj];
+        const float dht = go ? dhr[jj] + go[jj] : dhr[jj];
+        const float dct = dht * o * (1 - tc[jj] * tc[jj]) + dcr[jj];
+        out[jj] = dct * g * (1 - i) * i;
+        out[H + jj] = dct * cp[jj] * (1 - f) * f;
+        out[2 * H + jj] = dct * i * (1 - g * g);
+        out[3 * H + jj] = dht * tc[jj] * (1 - o) * o;
+        dcr[jj] = dct * f;
+      }
+    }
+  }
+
+  // dh[:, block] = grad_gates[t] (B x 4H) @ W_hh[:, block] (4H x n).
+  bool gemm(int64_t u, int64_t blk) {
+    const int64_t t = time(fstep(u)), a = split.begin(blk), n = split.size(blk);
+    return sgemm(B, n, 4 * H, gg + t * B * 4 * H, 4 * H, w + a, H, dh.data() + a, H);
+  }
+
+  const int64_t T, B, H;
+  const bool reverse;
+  const Split split;
+  const float *gy, *w, *c0, *cells, *gates;
+  float* gg;
+  std::vector<float> dh, dc;  // gradients reaching h_t through the recurrence, and c_t
+  std::vector<std::vector<float>> tmp;
+};
+
+}  // namespace
+}  // namespace detail
+
+int lstm_sequence(const void* params, const onrt_arg* args, char* err, size_t errlen) {
+  const auto& p = *static_cast<const LstmSequenceParams*>(params);
+  if (p.batch == 0 || p.hidden == 0) return 0;
+  if (!detail::Forward(p, args).run())
+    return detail::fail(err, errlen, "lstm_sequence: oneDNN sgemm failed");
+  return 0;
+}
+
+int lstm_sequence_backward(const void* params, const onrt_arg* args, char* err, size_t errlen) {
+  const auto& p = *static_cast<const LstmSequenceBackwardParams*>(params);
+  if (p.batch == 0 || p.hidden == 0) return 0;
+  float* gh0 = reinterpret_cast<float*>(p.grad_h0.resolve(args));
+  float* gc0 = reinterpret_cast<float*>(p.grad_c0.resolve(args));
+  if (!detail::Backward(p, args).run(gh0, gc0))
+    return detail::fail(err, errlen, "lstm_sequence_backward: oneDNN sgemm failed");
+  return 0;
+}
+
+}  // namespace openneuron::kernels

@@ -1,6 +1,7 @@
 // The RNN cell ops against a double-precision reference of PyTorch's fused cell
-// formulas, forward and backward, with and without biases; bad shapes are compile
-// errors.
+// formulas, forward and backward, with and without biases; the whole-sequence LSTM
+// ops against the same cell run step by step and backpropagated through time, in
+// both directions; bad shapes are compile errors.
 #include "test_util.h"
 
 namespace {
@@ -96,12 +97,139 @@ TEST(Rnn, GruCellForwardAndBackward) {
   }
 }
 
+// y, the cells and the gates of an LSTM over xw (the input projections), in double.
+struct LstmReference {
+  int64_t T, B, H;
+  bool reverse;
+  std::vector<double> y, c, g;  // [T,B,H], [T,B,H], [T,B,4H] (activated)
+  int64_t time(int64_t s) const { return reverse ? T - 1 - s : s; }
+
+  LstmReference(const HostTensor& xw, const HostTensor& w, const HostTensor& h0,
+                const HostTensor& c0, int64_t T_, int64_t B_, int64_t H_, bool rev)
+      : T(T_), B(B_), H(H_), reverse(rev), y(T * B * H), c(T * B * H), g(T * B * 4 * H) {
+    for (int64_t s = 0; s < T; ++s) {
+      const int64_t t = time(s), tp = s ? time(s - 1) : -1;
+      for (int64_t b = 0; b < B; ++b) {
+        auto hp = [&](int64_t k) { return tp < 0 ? h0.get(b * H + k) : y[(tp * B + b) * H + k]; };
+        for (int64_t q = 0; q < 4 * H; ++q) {
+          double v = xw.get((t * B + b) * 4 * H + q);
+          for (int64_t k = 0; k < H; ++k) v += hp(k) * w.get(q * H + k);
+          g[(t * B + b) * 4 * H + q] = q / H == 2 ? std::tanh(v) : sig(v);
+        }
+        for (int64_t j = 0; j < H; ++j) {
+          const double* gt = &g[(t * B + b) * 4 * H];
+          const double cp = tp < 0 ? c0.get(b * H + j) : c[(tp * B + b) * H + j];
+          const double cn = gt[H + j] * cp + gt[j] * gt[2 * H + j];
+          c[(t * B + b) * H + j] = cn;
+          y[(t * B + b) * H + j] = gt[3 * H + j] * std::tanh(cn);
+        }
+      }
+    }
+  }
+};
+
+TEST(Rnn, LstmSequenceForwardAndBackwardThroughTime) {
+  // 70 units: two blocks of hidden units when the pool has two threads or more.
+  const int64_t T = 4, B = 2, H = 70;
+  for (bool reverse : {false, true}) {
+    auto xw = HostTensor::make(DType::Float32, {T, B, 4 * H}).randomize(11);
+    auto w = HostTensor::make(DType::Float32, {4 * H, H}).randomize(12);
+    for (int64_t i = 0; i < 4 * H * H; ++i) w.set(i, w.get(i) * 0.1);  // keep gates unsaturated
+    auto h0 = HostTensor::make(DType::Float32, {B, H}).randomize(13);
+    auto c0 = HostTensor::make(DType::Float32, {B, H}).randomize(14);
+    auto y = HostTensor::make(DType::Float32, {T, B, H}),
+         hn = HostTensor::make(DType::Float32, {B, H}),
+         cn = HostTensor::make(DType::Float32, {B, H}),
+         cells = HostTensor::make(DType::Float32, {T, B, H}),
+         gates = HostTensor::make(DType::Float32, {T, B, 4 * H});
+    run_op(Op::LstmSequence,
+           {xw.vt(), w.vt(), h0.vt(), c0.vt(), y.vt(), hn.vt(), cn.vt(), cells.vt(), gates.vt()}, 4,
+           {xw.arg(), w.arg(), h0.arg(), c0.arg(), y.arg(), hn.arg(), cn.arg(), cells.arg(),
+            gates.arg()},
+           {reverse ? 1 : 0});
+    const LstmReference ref(xw, w, h0, c0, T, B, H, reverse);
+    for (int64_t i = 0; i < T * B * H; ++i) {
+      ASSERT_TRUE(near_rel(y.get(i), ref.y[i], 1e-5, 1e-6)) << i;
+      ASSERT_TRUE(near_rel(cells.get(i), ref.c[i], 1e-5, 1e-6)) << i;
+    }
+    for (int64_t i = 0; i < T * B * 4 * H; ++i)
+      ASSERT_TRUE(near_rel(gates.get(i), ref.g[i], 1e-5, 1e-6));
+    const int64_t last = ref.time(T - 1);
+    for (int64_t i = 0; i < B * H; ++i) {
+      EXPECT_EQ(hn.get(i), y.get(last * B * H + i));
+      EXPECT_EQ(cn.get(i), cells.get(last * B * H + i));
+    }
+    // Backward through time in double, from gradients on y, h_n and c_n.
+    auto gy = HostTensor::make(DType::Float32, {T, B, H}).randomize(15);
+    auto ghn = HostTensor::make(DType::Float32, {B, H}).randomize(16);
+    auto gcn = HostTensor::make(DType::Float32, {B, H}).randomize(17);
+    auto gg = HostTensor::make(DType::Float32, {T, B, 4 * H}),
+         gh0 = HostTensor::make(DType::Float32, {B, H}),
+         gc0 = HostTensor::make(DType::Float32, {B, H});
+    run_op(Op::LstmSequenceBackward,
+           {gy.vt(), ghn.vt(), gcn.vt(), w.vt(), c0.vt(), cells.vt(), gates.vt(), gg.vt(), gh0.vt(),
+            gc0.vt()},
+           7,
+           {gy.arg(), ghn.arg(), gcn.arg(), w.arg(), c0.arg(), cells.arg(), gates.arg(), gg.arg(),
+            gh0.arg(), gc0.arg()},
+           {reverse ? 1 : 0});
+    std::vector<double> dh(B * H), dc(B * H), want(T * B * 4 * H);
+    for (int64_t i = 0; i < B * H; ++i) {
+      dh[i] = ghn.get(i);
+      dc[i] = gcn.get(i);
+    }
+    for (int64_t s = T - 1; s >= 0; --s) {
+      const int64_t t = ref.time(s), tp = s ? ref.time(s - 1) : -1;
+      for (int64_t b = 0; b < B; ++b)
+        for (int64_t j = 0; j < H; ++j) {
+          const double* gt = &ref.g[(t * B + b) * 4 * H];
+          const double i_ = gt[j], f = gt[H + j], g = gt[2 * H + j], o = gt[3 * H + j];
+          const double tc = std::tanh(ref.c[(t * B + b) * H + j]);
+          const double cp = tp < 0 ? c0.get(b * H + j) : ref.c[(tp * B + b) * H + j];
+          const double dht = dh[b * H + j] + gy.get((t * B + b) * H + j);
+          const double dct = dc[b * H + j] + dht * o * (1 - tc * tc);
+          double* out = &want[(t * B + b) * 4 * H];
+          out[j] = dct * g * i_ * (1 - i_);
+          out[H + j] = dct * cp * f * (1 - f);
+          out[2 * H + j] = dct * i_ * (1 - g * g);
+          out[3 * H + j] = dht * tc * o * (1 - o);
+          dc[b * H + j] = dct * f;
+        }
+      for (int64_t b = 0; b < B; ++b)
+        for (int64_t k = 0; k < H; ++k) {
+          double v = 0;
+          for (int64_t q = 0; q < 4 * H; ++q) v += want[(t * B + b) * 4 * H + q] * w.get(q * H + k);
+          dh[b * H + k] = v;
+        }
+    }
+    for (int64_t i = 0; i < T * B * 4 * H; ++i)
+      ASSERT_TRUE(near_rel(gg.get(i), want[i], 1e-4, 1e-5)) << i;
+    for (int64_t i = 0; i < B * H; ++i) {
+      EXPECT_TRUE(near_rel(gh0.get(i), dh[i], 1e-4, 1e-5)) << i;
+      EXPECT_TRUE(near_rel(gc0.get(i), dc[i], 1e-4, 1e-5)) << i;
+    }
+  }
+}
+
 TEST(Rnn, BadShapesAreCompileErrors) {
   const auto g = ValueType::of(make_type(DType::Float32, {2, 8}));
   const auto h = ValueType::of(make_type(DType::Float32, {2, 3}));  // 8 / 4 = 2, not 3
   const auto w = ValueType::of(make_type(DType::Float32, {2, 12}));
   EXPECT_THROW(compile(Graph::single_op(
                    Op::LstmCell, {g, g, h, ValueType::none(), ValueType::none(), h, h, w}, 5)),
+               CompileError);
+  // The sequence op is Float32 with w_hh [4H, H].
+  const auto xw = ValueType::of(make_type(DType::Float32, {3, 2, 8}));
+  const auto whh = ValueType::of(make_type(DType::Float32, {8, 3}));
+  const auto s23 = ValueType::of(make_type(DType::Float32, {2, 3}));
+  const auto y = ValueType::of(make_type(DType::Float32, {3, 2, 3}));
+  EXPECT_THROW(compile(Graph::single_op(Op::LstmSequence, {xw, whh, s23, s23, y, s23, s23}, 4)),
+               CompileError);
+  const auto h16 = ValueType::of(make_type(DType::BFloat16, {3, 2, 8}));
+  const auto w16 = ValueType::of(make_type(DType::BFloat16, {8, 2}));
+  const auto s16 = ValueType::of(make_type(DType::BFloat16, {2, 2}));
+  const auto y16 = ValueType::of(make_type(DType::BFloat16, {3, 2, 2}));
+  EXPECT_THROW(compile(Graph::single_op(Op::LstmSequence, {h16, w16, s16, s16, y16, s16, s16}, 4)),
                CompileError);
   const auto ints = ValueType::of(make_type(DType::Int32, {2, 2}));
   const auto gi = ValueType::of(make_type(DType::Int32, {2, 8}));

@@ -82,6 +82,71 @@ int pool_entry(const void* params, const onrt_arg* args, char* err, size_t errle
     if (p.divisor_override) return static_cast<float>(p.divisor_override);
     return static_cast<float>(p.count_include_pad ? pool_size : (h1 - h0) * (w1 - w0));
   };
+  if (kind == Pool2dKind::MaxPool && IH * IW <= std::numeric_limits<int32_t>::max()) {
+    // Row by row: for each window row and column offset, one pass over the output
+    // row's columns, each keeping its running max and index in row buffers. A column
+    // sees its window's elements in PyTorch's order (rows, then columns), so ties
+    // and NaNs pick the same element; the columns whose windows lie inside the input
+    // run without bounds checks, which lets the pass vectorise.
+    const int64_t KH = p.kh, KW = p.kw, SH = p.sh, SW = p.sw, DH = p.dh, DW = p.dw;
+    // Output columns [ow_lo, ow_hi) have every window column inside [0, IW). Indices
+    // within a plane fit int32 (checked below; larger planes take the general loop).
+    int64_t ow_lo = 0, ow_hi = OW;
+    while (ow_lo < OW && ow_lo * SW - p.pw < 0) ++ow_lo;
+    while (ow_hi > ow_lo && (ow_hi - 1) * SW - p.pw + (KW - 1) * DW >= IW) --ow_hi;
+    auto maxpool = [&](int64_t pb, int64_t pe) {
+      // Row buffers: running max and (int32: a plane's index) argmax per output
+      // column, and the window column being compared, gathered contiguous.
+      std::vector<float> mv_buf(OW), col_buf(OW);
+      std::vector<int32_t> best_buf(OW);
+      float* __restrict mv = mv_buf.data();
+      float* __restrict col = col_buf.data();
+      int32_t* __restrict best = best_buf.data();
+      for (int64_t c = pb; c < pe; ++c) {
+        const T* ip = in + c * IH * IW;
+        T* op = out + c * OH * OW;
+        int64_t* xp = idx + c * OH * OW;
+        for (int64_t oh = 0; oh < OH; ++oh) {
+          int64_t h0 = oh * SH - p.ph;
+          const int64_t h1 = std::min(h0 + (KH - 1) * DH + 1, IH);
+          while (h0 < 0) h0 += DH;
+          for (int64_t ow = 0; ow < OW; ++ow) {
+            int64_t w0 = ow * SW - p.pw;
+            while (w0 < 0) w0 += DW;
+            mv[ow] = -std::numeric_limits<float>::infinity();
+            best[ow] = static_cast<int32_t>(h0 * IW + w0);
+          }
+          for (int64_t h = h0; h < h1; h += DH) {
+            const T* row = ip + h * IW;
+            for (int64_t kw = 0; kw < KW; ++kw) {
+              const int64_t off = kw * DW - p.pw;
+              const int32_t base = static_cast<int32_t>(h * IW + off);
+              auto take = [&](int64_t ow, float v) {
+                const float m = mv[ow];
+                const bool t = (v > m) | (v != v);  // branch-free: no mispredicts
+                mv[ow] = t ? v : m;
+                best[ow] = t ? base + static_cast<int32_t>(ow * SW) : best[ow];
+              };
+              for (int64_t ow = 0; ow < ow_lo; ++ow)
+                if (const int64_t w = ow * SW + off; w >= 0 && w < IW) take(ow, load(row + w));
+              // Interior: gather the strided column, then one vectorised pass.
+              for (int64_t ow = ow_lo; ow < ow_hi; ++ow) col[ow] = load(row + off + ow * SW);
+              for (int64_t ow = ow_lo; ow < ow_hi; ++ow) take(ow, col[ow]);
+              for (int64_t ow = ow_hi; ow < OW; ++ow)
+                if (const int64_t w = ow * SW + off; w >= 0 && w < IW) take(ow, load(row + w));
+            }
+          }
+          for (int64_t ow = 0; ow < OW; ++ow) {
+            store_cvt(op + oh * OW + ow, mv[ow]);
+            xp[oh * OW + ow] = best[ow];
+          }
+        }
+      }
+    };
+    parallel_for(p.planes, std::max<int64_t>(1, kGrain / std::max<int64_t>(1, OH * OW * KH * KW)),
+                 maxpool);
+    return 0;
+  }
   if (kind == Pool2dKind::UpsampleBilinear) {
     // Source rows/columns and weights depend on the output coordinate only:
     // computed once. Each source row is interpolated along W once (into a

@@ -32,6 +32,17 @@ def test_max_pool2d_unbatched_nan(neuron):
     check(lambda x: F.max_pool2d(x, 2, return_indices=True), [x], neuron, grad_idx=())
 
 
+@pytest.mark.parametrize("kw", MAXPOOL, ids=[str(k) for k in MAXPOOL])
+def test_max_pool2d_ties_nans_and_infinities_pick_the_cpus_element(neuron, kw):
+    """Windows full of ties, several NaNs, -inf: the max and its index are the CPU's (the
+    first maximum in row-major window order; the last NaN)."""
+    g = torch.Generator().manual_seed(1)
+    x = torch.randint(-1, 2, (2, 3, 23, 29), generator=g).float()
+    x[torch.rand(x.shape, generator=g) < 0.05] = float("nan")
+    x[:, 1, 4:9] = float("-inf")
+    check(lambda x: F.max_pool2d(x, return_indices=True, **kw), [x], neuron, grad_idx=())
+
+
 AVGPOOL = [dict(kernel_size=2), dict(kernel_size=3, stride=2, padding=1),
            dict(kernel_size=3, stride=2, padding=1, count_include_pad=False),
            dict(kernel_size=3, stride=2, ceil_mode=True), dict(kernel_size=2, divisor_override=3)]

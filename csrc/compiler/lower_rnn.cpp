@@ -1,7 +1,8 @@
 // Lowering of the RNN cell ops (LstmCell, GruCell and their backward ops) to the
-// rnn engine: one instruction per cell step; and of LstmSequence and its backward:
-// one instruction per layer and direction. Operands must be contiguous and of one
-// float dtype (the sequence ops: Float32), with the sizes graph.h gives.
+// rnn engine: one instruction per cell step; and of LstmSequence, GruSequence and
+// their backward ops: one instruction per layer and direction. Operands must be
+// contiguous and of one float dtype (the sequence ops: Float32), with the sizes
+// graph.h gives.
 #include "lowering.h"
 
 namespace openneuron::compiler::detail {
@@ -108,23 +109,33 @@ TensorArg sequence_operand(LowerCtx& ctx, ArgMap& am, const Ref& r, std::vector<
   return am.tensor(r);
 }
 
+// Steps, batch and hidden size from a [T, B, gates*H] operand and w_hh [gates*H, H],
+// and the direction attribute, into a sequence op's params.
+template <class P>
+void sequence_dims(LowerCtx& ctx, const Ref& seq, const char* seq_name, const Ref& w, int64_t gates,
+                   P& p) {
+  ctx.expect_tensor(seq, seq_name);
+  ctx.expect_tensor(w, "w_hh");
+  const TensorType &st = seq.type, &wt = w.type;
+  const std::string g = std::to_string(gates);
+  if (st.ndim != 3 || wt.ndim != 2 || wt.sizes[0] != gates * wt.sizes[1] ||
+      st.sizes[2] != wt.sizes[0])
+    ctx.fail(std::string(seq_name) + " [T, B, " + g + "H] and w_hh [" + g + "H, H] expected, got " +
+             describe(st) + " and " + describe(wt));
+  p.steps = st.sizes[0];
+  p.batch = st.sizes[1];
+  p.hidden = wt.sizes[1];
+  p.reverse = ctx.attr(0, 0) != 0 ? 1 : 0;
+}
+
 }  // namespace
 
 void lower_lstm_sequence(LowerCtx& ctx) {
   const bool saves = ctx.num_outputs() == 5;  // cells and gates, for a backward
   ctx.expect_counts(4, saves ? 5 : 3);
-  ctx.expect_tensor(ctx.in(0), "xw");
-  ctx.expect_tensor(ctx.in(1), "w_hh");
-  const TensorType &xt = ctx.in(0).type, &wt = ctx.in(1).type;
-  if (xt.ndim != 3 || wt.ndim != 2 || wt.sizes[0] != 4 * wt.sizes[1] || xt.sizes[2] != wt.sizes[0])
-    ctx.fail("xw [T, B, 4H] and w_hh [4H, H] expected, got " + describe(xt) + " and " +
-             describe(wt));
-  const int64_t T = xt.sizes[0], B = xt.sizes[1], H = wt.sizes[1];
   kernels::LstmSequenceParams p;
-  p.steps = T;
-  p.batch = B;
-  p.hidden = H;
-  p.reverse = ctx.attr(0, 0) != 0 ? 1 : 0;
+  sequence_dims(ctx, ctx.in(0), "xw", ctx.in(1), 4, p);
+  const int64_t T = p.steps, B = p.batch, H = p.hidden;
   ArgMap am;
   p.xw = sequence_operand(ctx, am, ctx.in(0), {T, B, 4 * H}, "xw", false);
   p.w_hh = sequence_operand(ctx, am, ctx.in(1), {4 * H, H}, "w_hh", false);
@@ -143,18 +154,9 @@ void lower_lstm_sequence(LowerCtx& ctx) {
 
 void lower_lstm_sequence_backward(LowerCtx& ctx) {
   ctx.expect_counts(7, 3);
-  ctx.expect_tensor(ctx.in(3), "w_hh");
-  ctx.expect_tensor(ctx.in(6), "gates");
-  const TensorType &wt = ctx.in(3).type, &gt = ctx.in(6).type;
-  if (wt.ndim != 2 || wt.sizes[0] != 4 * wt.sizes[1] || gt.ndim != 3 || gt.sizes[2] != wt.sizes[0])
-    ctx.fail("w_hh [4H, H] and gates [T, B, 4H] expected, got " + describe(wt) + " and " +
-             describe(gt));
-  const int64_t T = gt.sizes[0], B = gt.sizes[1], H = wt.sizes[1];
   kernels::LstmSequenceBackwardParams p;
-  p.steps = T;
-  p.batch = B;
-  p.hidden = H;
-  p.reverse = ctx.attr(0, 0) != 0 ? 1 : 0;
+  sequence_dims(ctx, ctx.in(6), "gates", ctx.in(3), 4, p);
+  const int64_t T = p.steps, B = p.batch, H = p.hidden;
   ArgMap am;
   p.grad_y = sequence_operand(ctx, am, ctx.in(0), {T, B, H}, "grad_y", true);
   p.grad_h_n = sequence_operand(ctx, am, ctx.in(1), {B, H}, "grad_h_n", true);
@@ -168,6 +170,47 @@ void lower_lstm_sequence_backward(LowerCtx& ctx) {
   p.grad_c0 = sequence_operand(ctx, am, ctx.out(2), {B, H}, "grad_c0", false);
   if (B * H == 0) return;
   ctx.emit(op_name(ctx.op()), &kernels::lstm_sequence_backward, p, am);
+}
+
+void lower_gru_sequence(LowerCtx& ctx) {
+  const bool saves = ctx.num_outputs() == 3;  // gates, for a backward
+  ctx.expect_counts(4, saves ? 3 : 2);
+  kernels::GruSequenceParams p;
+  sequence_dims(ctx, ctx.in(0), "xw", ctx.in(1), 3, p);
+  const int64_t T = p.steps, B = p.batch, H = p.hidden;
+  ArgMap am;
+  p.xw = sequence_operand(ctx, am, ctx.in(0), {T, B, 3 * H}, "xw", false);
+  p.w_hh = sequence_operand(ctx, am, ctx.in(1), {3 * H, H}, "w_hh", false);
+  p.b_hh = sequence_operand(ctx, am, ctx.in(2), {3 * H}, "b_hh", true);
+  p.h0 = sequence_operand(ctx, am, ctx.in(3), {B, H}, "h0", false);
+  p.y = sequence_operand(ctx, am, ctx.out(0), {T, B, H}, "y", false);
+  p.h_n = sequence_operand(ctx, am, ctx.out(1), {B, H}, "h_n", false);
+  if (saves) p.gates = sequence_operand(ctx, am, ctx.out(2), {T, B, 4 * H}, "gates", false);
+  if (T * B * H == 0) return;
+  ctx.emit(op_name(ctx.op()), &kernels::gru_sequence, p, am);
+}
+
+void lower_gru_sequence_backward(LowerCtx& ctx) {
+  ctx.expect_counts(6, 3);
+  ctx.expect_tensor(ctx.in(5), "gates");
+  kernels::GruSequenceBackwardParams p;
+  // gates is [T, B, 4H]: its T and B with w_hh's H.
+  sequence_dims(ctx, ctx.out(0), "grad_input_gates", ctx.in(2), 3, p);
+  const int64_t T = p.steps, B = p.batch, H = p.hidden;
+  ArgMap am;
+  p.grad_y = sequence_operand(ctx, am, ctx.in(0), {T, B, H}, "grad_y", true);
+  p.grad_h_n = sequence_operand(ctx, am, ctx.in(1), {B, H}, "grad_h_n", true);
+  p.w_hh = sequence_operand(ctx, am, ctx.in(2), {3 * H, H}, "w_hh", false);
+  p.h0 = sequence_operand(ctx, am, ctx.in(3), {B, H}, "h0", false);
+  p.y = sequence_operand(ctx, am, ctx.in(4), {T, B, H}, "y", false);
+  p.gates = sequence_operand(ctx, am, ctx.in(5), {T, B, 4 * H}, "gates", false);
+  p.grad_input_gates =
+      sequence_operand(ctx, am, ctx.out(0), {T, B, 3 * H}, "grad_input_gates", false);
+  p.grad_hidden_gates =
+      sequence_operand(ctx, am, ctx.out(1), {T, B, 3 * H}, "grad_hidden_gates", false);
+  p.grad_h0 = sequence_operand(ctx, am, ctx.out(2), {B, H}, "grad_h0", false);
+  if (T * B * H == 0) return;
+  ctx.emit(op_name(ctx.op()), &kernels::gru_sequence_backward, p, am);
 }
 
 }  // namespace openneuron::compiler::detail

@@ -225,6 +225,8 @@ void lower_attention(LowerCtx&);
 void lower_rnn_cell(LowerCtx&);
 void lower_lstm_sequence(LowerCtx&);
 void lower_lstm_sequence_backward(LowerCtx&);
+void lower_gru_sequence(LowerCtx&);
+void lower_gru_sequence_backward(LowerCtx&);
 
 // --- fused (lower_fused.cpp)
 void lower_fused_elementwise(LowerCtx&);

@@ -200,6 +200,8 @@ constexpr Entry kTable[] = {
     {Op::GruCellBackward, lower_rnn_cell},
     {Op::LstmSequence, lower_lstm_sequence},
     {Op::LstmSequenceBackward, lower_lstm_sequence_backward},
+    {Op::GruSequence, lower_gru_sequence},
+    {Op::GruSequenceBackward, lower_gru_sequence_backward},
     // fused
     {Op::FusedElementwise, lower_fused_elementwise},
 };

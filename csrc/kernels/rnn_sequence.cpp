@@ -1,10 +1,10 @@
-// A whole LSTM layer's recurrence (one direction) in one instruction, forward and
-// backward through time. The caller computes the input projections of every step
-// with one large GEMM, so a step here is one small GEMM, h_{t-1} W_hh^T
-// (batch x 4H, K = H), and the cell's pointwise math, with nothing dispatched in
-// between. The hidden units are split into one block per pool thread: a thread
-// computes its block's four gate columns with its own GEMM and then the cell for
-// those units, so each thread keeps its slice of W_hh in its own cache for the whole
+// A whole LSTM or GRU layer's recurrence (one direction) in one instruction,
+// forward and backward through time. The caller computes the input projections of
+// every step with one large GEMM, so a step here is one small GEMM, h_{t-1} W_hh^T
+// (batch x gates*H, K = H), and the cell's pointwise math, with nothing dispatched
+// in between. The hidden units are split into one block per pool thread: a thread
+// computes its block's gate columns with its own GEMM and then the cell for those
+// units, so each thread keeps its slice of W_hh in its own cache for the whole
 // sequence, and the threads meet once per step. The pointwise formulas and their
 // order are rnn.cpp's cell kernels' (PyTorch's fused cells).
 #include <dnnl.h>
@@ -78,10 +78,26 @@ bool run_steps(int64_t steps, const Split& split, F&& fn) {
   return ok.load();
 }
 
-// dnnl_sgemm is row-major: C[M,N] = A[M,K] B[K,N] (+ C when beta is 1).
+// dnnl_sgemm is row-major: C[M,N] = A[M,K] B[K,N] + beta C.
 bool sgemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
-           int64_t ldb, float* c, int64_t ldc) {
-  return dnnl_sgemm('N', 'N', m, n, k, 1.0f, a, lda, b, ldb, 0.0f, c, ldc) == dnnl_success;
+           int64_t ldb, float* c, int64_t ldc, float beta = 0.0f) {
+  return dnnl_sgemm('N', 'N', m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc) == dnnl_success;
+}
+
+// The rows of W_hh [gates*H, H] that hold block [a, a+n)'s units of each gate,
+// transposed: [H][gates*n], so a step's GEMM reads its right operand row-major. Block
+// row r is W_hh row (r / n) * H + a + r % n; tiles keep both sides in cache.
+void pack_block(const float* w, int64_t H, int64_t gates, int64_t a, int64_t n,
+                std::vector<float>& dst) {
+  const int64_t cols = gates * n;
+  dst.resize(H * cols);
+  constexpr int64_t kTile = 16;
+  for (int64_t r0 = 0; r0 < cols; r0 += kTile)
+    for (int64_t k0 = 0; k0 < H; k0 += kTile)
+      for (int64_t r = r0; r < std::min(r0 + kTile, cols); ++r) {
+        const float* row = w + ((r / n) * H + a + r % n) * H;
+        for (int64_t k = k0; k < std::min(k0 + kTile, H); ++k) dst[k * cols + r] = row[k];
+      }
 }
 
 // An operand's floats, or nullptr for an absent optional one.
@@ -131,21 +147,9 @@ class Forward {
   // The cell state after step s: its slot in `cells`, or the running state.
   float* cell(int64_t s) { return cells ? cells + time(s) * B * H : cstate.data(); }
 
-  // The block's rows of W_hh (its units' i, f, g, o), transposed: [H][4n], so the
-  // step's GEMM reads its right operand row-major.
   void pack(int64_t blk) {
-    const int64_t a = split.begin(blk), n = split.size(blk), n4 = 4 * n;
-    std::vector<float>& dst = wt[blk];
-    dst.resize(H * n4);
-    // Block row r is W_hh row (r / n) * H + a + r % n. Tiles keep both sides in cache.
-    constexpr int64_t kTile = 16;
-    for (int64_t r0 = 0; r0 < n4; r0 += kTile)
-      for (int64_t k0 = 0; k0 < H; k0 += kTile)
-        for (int64_t r = r0; r < std::min(r0 + kTile, n4); ++r) {
-          const float* row = w + ((r / n) * H + a + r % n) * H;
-          for (int64_t k = k0; k < std::min(k0 + kTile, H); ++k) dst[k * n4 + r] = row[k];
-        }
-    g[blk].resize(B * n4 + n);
+    pack_block(w, H, 4, split.begin(blk), split.size(blk), wt[blk]);
+    g[blk].resize(B * 4 * split.size(blk) + split.size(blk));
   }
 
   bool step(int64_t s, int64_t blk) {
@@ -273,6 +277,155 @@ class Backward {
   std::vector<std::vector<float>> tmp;
 };
 
+// GRU (PyTorch's cell: r = sig(i_r + h_r), z = sig(i_z + h_z), n = tanh(i_n + r h_n),
+// h' = n + z (h - n), where h_* = h W_h*^T + b_h*).
+class GruForward {
+ public:
+  GruForward(const GruSequenceParams& p, const onrt_arg* args)
+      : T(p.steps),
+        B(p.batch),
+        H(p.hidden),
+        reverse(p.reverse != 0),
+        split(p.hidden),
+        xw(in(p.xw, args)),
+        w(in(p.w_hh, args)),
+        bias(in(p.b_hh, args)),
+        h0(in(p.h0, args)),
+        y(out(p.y, args)),
+        h_n(out(p.h_n, args)),
+        gates(out(p.gates, args)),
+        wt(split.count),
+        g(split.count) {}
+
+  bool run() {
+    const bool ok = run_steps(T, split, [&](int64_t s, int64_t blk) {
+      if (s == 0) {
+        pack_block(w, H, 3, split.begin(blk), split.size(blk), wt[blk]);
+        g[blk].resize(B * 3 * split.size(blk));
+      }
+      return step(s, blk);
+    });
+    if (!ok) return false;
+    std::memcpy(h_n, y + time(T - 1) * B * H, sizeof(float) * B * H);
+    return true;
+  }
+
+ private:
+  int64_t time(int64_t s) const { return reverse ? T - 1 - s : s; }
+
+  bool step(int64_t s, int64_t blk) {
+    const int64_t t = time(s), a = split.begin(blk), n = split.size(blk), n3 = 3 * n;
+    const float* hp = s == 0 ? h0 : y + time(s - 1) * B * H;
+    float* gm = g[blk].data();
+    if (!sgemm(B, n3, H, hp, H, wt[blk].data(), n3, gm, n3)) return false;
+    for (int64_t b = 0; b < B; ++b) {
+      float* hg = gm + b * n3;  // h_r, h_z, h_n of the block's units
+      const float* x = xw + (t * B + b) * 3 * H + a;
+      if (bias)
+        for (int64_t q = 0; q < 3; ++q)
+          for (int64_t jj = 0; jj < n; ++jj) hg[q * n + jj] += bias[q * H + a + jj];
+      // hg becomes r, z (in place) and n (in the h_n slot once h_n is saved).
+      for (int64_t q = 0; q < 2; ++q)
+        for (int64_t jj = 0; jj < n; ++jj) hg[q * n + jj] = sigmoid(x[q * H + jj] + hg[q * n + jj]);
+      float* gs = gates ? gates + (t * B + b) * 4 * H + a : nullptr;
+      if (gs) std::memcpy(gs + 3 * H, hg + 2 * n, sizeof(float) * n);  // h_n
+      for (int64_t jj = 0; jj < n; ++jj) hg[2 * n + jj] = x[2 * H + jj] + hg[jj] * hg[2 * n + jj];
+      for (int64_t jj = 2 * n; jj < n3; ++jj) hg[jj] = vtanh(hg[jj]);
+      const float* hpr = hp + b * H + a;
+      float* yr = y + (t * B + b) * H + a;
+      for (int64_t jj = 0; jj < n; ++jj) {
+        const float nn = hg[2 * n + jj];
+        yr[jj] = nn + hg[n + jj] * (hpr[jj] - nn);
+      }
+      if (gs)
+        for (int64_t q = 0; q < 3; ++q) std::memcpy(gs + q * H, hg + q * n, sizeof(float) * n);
+    }
+    return true;
+  }
+
+  const int64_t T, B, H;
+  const bool reverse;
+  const Split split;
+  const float *xw, *w, *bias, *h0;
+  float *y, *h_n, *gates;
+  std::vector<std::vector<float>> wt, g;  // per block: W_hh^T slice; hidden gate rows
+};
+
+class GruBackward {
+ public:
+  GruBackward(const GruSequenceBackwardParams& p, const onrt_arg* args)
+      : T(p.steps),
+        B(p.batch),
+        H(p.hidden),
+        reverse(p.reverse != 0),
+        split(p.hidden),
+        gy(in(p.grad_y, args)),
+        w(in(p.w_hh, args)),
+        h0(in(p.h0, args)),
+        y(in(p.y, args)),
+        gates(in(p.gates, args)),
+        gi(out(p.grad_input_gates, args)),
+        gh(out(p.grad_hidden_gates, args)),
+        dh(B * H, 0.0f) {
+    if (const float* v = in(p.grad_h_n, args)) std::copy(v, v + B * H, dh.begin());
+  }
+
+  // As the LSTM's: region r runs, per block, the GEMM of backward step r-1 (which adds
+  // the hidden gates' gradients times W_hh to the direct term z * dh already in dh)
+  // and then the pointwise part of step r.
+  bool run(float* grad_h0) {
+    const bool ok = run_steps(T + 1, split, [&](int64_t r, int64_t blk) {
+      const bool gemm_ok = r == 0 || gemm(r - 1, blk);
+      if (r < T) pointwise(r, blk);
+      return gemm_ok;
+    });
+    if (!ok) return false;
+    std::copy(dh.begin(), dh.end(), grad_h0);
+    return true;
+  }
+
+ private:
+  int64_t fstep(int64_t u) const { return T - 1 - u; }
+  int64_t time(int64_t s) const { return reverse ? T - 1 - s : s; }
+
+  void pointwise(int64_t u, int64_t blk) {
+    const int64_t s = fstep(u), t = time(s), a = split.begin(blk), n = split.size(blk);
+    for (int64_t b = 0; b < B; ++b) {
+      const float* hp = (s == 0 ? h0 + b * H : y + (time(s - 1) * B + b) * H) + a;
+      const float* gt = gates + (t * B + b) * 4 * H + a;
+      const float* go = gy ? gy + (t * B + b) * H + a : nullptr;
+      float* gir = gi + (t * B + b) * 3 * H + a;
+      float* ghr = gh + (t * B + b) * 3 * H + a;
+      float* dhr = dh.data() + b * H + a;
+      for (int64_t jj = 0; jj < n; ++jj) {
+        const float r = gt[jj], z = gt[H + jj], nn = gt[2 * H + jj], hn = gt[3 * H + jj];
+        const float d = go ? dhr[jj] + go[jj] : dhr[jj];
+        const float gz = d * (hp[jj] - nn) * (1 - z) * z;
+        const float gn = d * (1 - z) * (1 - nn * nn);
+        const float gr = gn * hn * (1 - r) * r;
+        gir[jj] = ghr[jj] = gr;
+        gir[H + jj] = ghr[H + jj] = gz;
+        gir[2 * H + jj] = gn;
+        ghr[2 * H + jj] = gn * r;
+        dhr[jj] = d * z;  // the direct path; the GEMM adds the gates' part
+      }
+    }
+  }
+
+  // dh[:, block] += grad_hidden_gates[t] (B x 3H) @ W_hh[:, block] (3H x n).
+  bool gemm(int64_t u, int64_t blk) {
+    const int64_t t = time(fstep(u)), a = split.begin(blk), n = split.size(blk);
+    return sgemm(B, n, 3 * H, gh + t * B * 3 * H, 3 * H, w + a, H, dh.data() + a, H, 1.0f);
+  }
+
+  const int64_t T, B, H;
+  const bool reverse;
+  const Split split;
+  const float *gy, *w, *h0, *y, *gates;
+  float *gi, *gh;
+  std::vector<float> dh;  // the gradient reaching h_t
+};
+
 }  // namespace
 }  // namespace detail
 
@@ -291,6 +444,23 @@ int lstm_sequence_backward(const void* params, const onrt_arg* args, char* err, 
   float* gc0 = reinterpret_cast<float*>(p.grad_c0.resolve(args));
   if (!detail::Backward(p, args).run(gh0, gc0))
     return detail::fail(err, errlen, "lstm_sequence_backward: oneDNN sgemm failed");
+  return 0;
+}
+
+int gru_sequence(const void* params, const onrt_arg* args, char* err, size_t errlen) {
+  const auto& p = *static_cast<const GruSequenceParams*>(params);
+  if (p.steps == 0 || p.batch == 0 || p.hidden == 0) return 0;
+  if (!detail::GruForward(p, args).run())
+    return detail::fail(err, errlen, "gru_sequence: oneDNN sgemm failed");
+  return 0;
+}
+
+int gru_sequence_backward(const void* params, const onrt_arg* args, char* err, size_t errlen) {
+  const auto& p = *static_cast<const GruSequenceBackwardParams*>(params);
+  if (p.steps == 0 || p.batch == 0 || p.hidden == 0) return 0;
+  float* gh0 = reinterpret_cast<float*>(p.grad_h0.resolve(args));
+  if (!detail::GruBackward(p, args).run(gh0))
+    return detail::fail(err, errlen, "gru_sequence_backward: oneDNN sgemm failed");
   return 0;
 }
 

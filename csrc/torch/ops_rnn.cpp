@@ -7,6 +7,7 @@
 // recurrence as one LstmSequence instruction, and a backward of one instruction plus
 // GEMMs over the whole sequence, where PyTorch's composite would launch a few ops
 // per time step, forward and backward.
+#include <ATen/ops/gru_native.h>
 #include <ATen/ops/lstm_native.h>
 #include <c10/core/impl/TorchDispatchModeTLS.h>
 #include <torch/csrc/autograd/custom_function.h>
@@ -130,7 +131,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> gru_cell_backward(const Tenso
   return {gi, gh, ghx, gi.sum(0), gh.sum(0)};
 }
 
-// ---- nn.LSTM over a whole sequence
+// ---- nn.LSTM and nn.GRU over a whole sequence
 
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
@@ -158,6 +159,15 @@ std::vector<Tensor> lstm_layer_forward(const Tensor& x, const Tensor& h0, const 
                             tensor_operand(h0.contiguous()), tensor_operand(c0.contiguous())};
   launch(Op::LstmSequence, in_ops, out_ops, {reverse ? 1 : 0});
   return outs;
+}
+
+// h_{t-1} at every step t, in time order, from h0 and the layer's outputs y.
+Tensor previous_states(const Tensor& h0, const Tensor& y, bool reverse) {
+  const int64_t T = y.size(0);
+  const Tensor first = h0.unsqueeze(0);
+  if (T == 1) return first;
+  return reverse ? at::cat({y.narrow(0, 1, T - 1), first})
+                 : at::cat({first, y.narrow(0, 0, T - 1)});
 }
 
 // One layer and direction as an autograd node: its backward runs the recurrence
@@ -196,22 +206,80 @@ struct LstmLayer : torch::autograd::Function<LstmLayer> {
     Tensor dx, dw_ih, dw_hh, db;
     if (ctx->needs_input_grad(0)) dx = at::mm(g2, w_ih).view({T, B, I});
     if (ctx->needs_input_grad(3)) dw_ih = at::mm(g2.t(), x.reshape({T * B, I}));
-    if (ctx->needs_input_grad(4)) {
-      // h_{t-1} at every step t, in time order.
-      const Tensor first = h0.unsqueeze(0);
-      const Tensor h_prev = T == 1    ? first
-                            : reverse ? at::cat({y.narrow(0, 1, T - 1), first})
-                                      : at::cat({first, y.narrow(0, 0, T - 1)});
-      dw_hh = at::mm(g2.t(), h_prev.reshape({T * B, H}));
-    }
+    if (ctx->needs_input_grad(4))
+      dw_hh = at::mm(g2.t(), previous_states(h0, y, reverse).reshape({T * B, H}));
     if (ctx->saved_data["bias"].toBool()) db = g2.sum(0);
     return {dx, gh0, gc0, dw_ih, dw_hh, db, db, Tensor()};
   }
 };
 
+// y, h_n, and (when `save`) gates, for one GRU layer and direction; Float32 operands.
+std::vector<Tensor> gru_layer_forward(const Tensor& x, const Tensor& h0, const Tensor& w_ih,
+                                      const Tensor& w_hh, const Tensor& b_ih, const Tensor& b_hh,
+                                      bool reverse, bool save) {
+  const int64_t T = x.size(0), B = x.size(1), H = w_hh.size(1);
+  const Tensor x2 = x.reshape({T * B, x.size(2)});
+  const Tensor xw =
+      (b_ih.defined() ? at::addmm(b_ih, x2, w_ih.t()) : at::mm(x2, w_ih.t())).view({T, B, 3 * H});
+  const c10::Device dev = x.device();
+  std::vector<Tensor> outs = {empty_device({T, B, H}, at::kFloat, dev),
+                              empty_device({B, H}, at::kFloat, dev)};
+  if (save) outs.push_back(empty_device({T, B, 4 * H}, at::kFloat, dev));
+  std::vector<Operand> out_ops;
+  for (const Tensor& t : outs) out_ops.push_back(tensor_operand(t));
+  const Operand in_ops[] = {tensor_operand(xw), tensor_operand(w_hh.contiguous()),
+                            optional_operand(b_hh.defined() ? b_hh.contiguous() : Tensor()),
+                            tensor_operand(h0.contiguous())};
+  launch(Op::GruSequence, in_ops, out_ops, {reverse ? 1 : 0});
+  return outs;
+}
+
+struct GruLayer : torch::autograd::Function<GruLayer> {
+  static variable_list forward(AutogradContext* ctx, const Tensor& x, const Tensor& h0,
+                               const Tensor& w_ih, const Tensor& w_hh, const Tensor& b_ih,
+                               const Tensor& b_hh, bool reverse) {
+    std::vector<Tensor> r = gru_layer_forward(x, h0, w_ih, w_hh, b_ih, b_hh, reverse, true);
+    ctx->save_for_backward({x, h0, w_ih, w_hh, r[0], r[2]});
+    ctx->saved_data["reverse"] = reverse;
+    ctx->saved_data["bias"] = b_ih.defined();
+    return {r[0], r[1]};
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const variable_list s = ctx->get_saved_variables();
+    const Tensor &x = s[0], &h0 = s[1], &w_ih = s[2], &w_hh = s[3], &y = s[4];
+    const bool reverse = ctx->saved_data["reverse"].toBool();
+    const int64_t T = x.size(0), B = x.size(1), I = x.size(2), H = w_hh.size(1);
+    const c10::Device dev = x.device();
+    Tensor gi = empty_device({T, B, 3 * H}, at::kFloat, dev);
+    Tensor gh = empty_device({T, B, 3 * H}, at::kFloat, dev);
+    Tensor gh0 = empty_device({B, H}, at::kFloat, dev);
+    auto grad = [&](int k) { return grads[k].defined() ? grads[k].contiguous() : Tensor(); };
+    const Operand in_ops[] = {optional_operand(grad(0)),
+                              optional_operand(grad(1)),
+                              tensor_operand(w_hh.contiguous()),
+                              tensor_operand(h0.contiguous()),
+                              tensor_operand(y),
+                              tensor_operand(s[5])};
+    const Operand out_ops[] = {tensor_operand(gi), tensor_operand(gh), tensor_operand(gh0)};
+    launch(Op::GruSequenceBackward, in_ops, out_ops, {reverse ? 1 : 0});
+    const Tensor gi2 = gi.view({T * B, 3 * H}), gh2 = gh.view({T * B, 3 * H});
+    Tensor dx, dw_ih, dw_hh, db_ih, db_hh;
+    if (ctx->needs_input_grad(0)) dx = at::mm(gi2, w_ih).view({T, B, I});
+    if (ctx->needs_input_grad(2)) dw_ih = at::mm(gi2.t(), x.reshape({T * B, I}));
+    if (ctx->needs_input_grad(3))
+      dw_hh = at::mm(gh2.t(), previous_states(h0, y, reverse).reshape({T * B, H}));
+    if (ctx->saved_data["bias"].toBool()) {
+      db_ih = gi2.sum(0);
+      db_hh = gh2.sum(0);
+    }
+    return {dx, gh0, dw_ih, dw_hh, db_ih, db_hh, Tensor()};
+  }
+};
+
 // Whether `t` is a plain neuron tensor: no subclass, mode, functionalization or
 // functorch wrapper in the way (those trace or transform the composite instead)
-// and no forward-mode gradient (LstmLayer has no forward derivative).
+// and no forward-mode gradient (the layer functions have no forward derivative).
 bool plain_device_tensor(const Tensor& t) {
   static const c10::DispatchKeySet wrappers(
       {c10::DispatchKey::Python, c10::DispatchKey::PythonTLSSnapshot,
@@ -221,74 +289,119 @@ bool plain_device_tensor(const Tensor& t) {
          !t.key_set().has_any(wrappers) && !t._fw_grad(/*level=*/0).defined();
 }
 
-bool whole_sequence_applies(const Tensor& input, at::TensorList hx, at::TensorList params,
+// Whether the whole-sequence path takes this call: plain neuron tensors of one float
+// dtype, a 3-D non-empty input, states of the hidden size (LSTM: h and c alike,
+// which proj_size breaks), the parameter count the flags imply.
+bool whole_sequence_applies(const Tensor& input, at::TensorList states, at::TensorList params,
                             bool has_biases, int64_t num_layers, bool bidirectional) {
   if (c10::impl::TorchDispatchModeTLS::stack_len() > 0) return false;
   const auto dtype = input.scalar_type();
   if (!is_half_or_float(dtype) || input.dim() != 3 || input.numel() == 0) return false;
-  // proj_size gives h a size of its own: the composite handles it.
-  if (hx.size() != 2 || hx[0].sizes() != hx[1].sizes() || hx[0].dim() != 3 || hx[0].size(2) == 0)
-    return false;
+  for (const Tensor& h : states)
+    if (!plain_device_tensor(h) || h.scalar_type() != dtype || h.dim() != 3 || h.size(2) == 0 ||
+        h.sizes() != states[0].sizes())
+      return false;
   const int64_t per = has_biases ? 4 : 2, dirs = bidirectional ? 2 : 1;
   if (static_cast<int64_t>(params.size()) != num_layers * dirs * per) return false;
-  if (!plain_device_tensor(input) || !plain_device_tensor(hx[0]) || !plain_device_tensor(hx[1]))
-    return false;
+  if (!plain_device_tensor(input)) return false;
   for (const Tensor& p : params)
     if (!plain_device_tensor(p) || p.scalar_type() != dtype) return false;
-  return hx[0].scalar_type() == dtype && hx[1].scalar_type() == dtype;
+  return true;
 }
 
-// aten::lstm.input for neuron tensors. Half types compute in float32 (converted
-// on the way in and out, so autograd sees the conversions).
-std::tuple<Tensor, Tensor, Tensor> lstm(const Tensor& input, at::TensorList hx,
-                                        at::TensorList params, bool has_biases, int64_t num_layers,
-                                        double dropout, bool train, bool bidirectional,
-                                        bool batch_first) {
-  if (!whole_sequence_applies(input, hx, params, has_biases, num_layers, bidirectional))
-    return at::native::lstm(input, hx, params, has_biases, num_layers, dropout, train,
-                            bidirectional, batch_first);
-  const auto dtype = input.scalar_type();
-  auto f32 = [](const Tensor& t) { return t.scalar_type() == at::kFloat ? t : t.to(at::kFloat); };
-  const int64_t dirs = bidirectional ? 2 : 1, per = has_biases ? 4 : 2;
-  const Tensor h_all = f32(hx[0]), c_all = f32(hx[1]);
-  Tensor layer_in = f32(batch_first ? input.transpose(0, 1) : input).contiguous();
-  std::vector<Tensor> h_n, c_n;
-  const bool grad = at::GradMode::is_enabled();
+Tensor to_float(const Tensor& t) { return t.scalar_type() == at::kFloat ? t : t.to(at::kFloat); }
+
+// The layers both nn.LSTM and nn.GRU run: `layer(input, index, reverse)` runs one
+// layer and direction (index = layer * directions + direction) on a float32 [T, B, I]
+// input and returns its y; directions' outputs are concatenated, with dropout between
+// layers in training, as PyTorch's composite does. Returns the last layer's output
+// in the caller's layout.
+template <class Layer>
+Tensor run_layers(const Tensor& input, int64_t num_layers, double dropout, bool train,
+                  bool bidirectional, bool batch_first, Layer&& layer) {
+  const int64_t dirs = bidirectional ? 2 : 1;
+  Tensor layer_in = to_float(batch_first ? input.transpose(0, 1) : input).contiguous();
   for (int64_t l = 0; l < num_layers; ++l) {
     std::vector<Tensor> ys;
-    for (int64_t d = 0; d < dirs; ++d) {
-      const int64_t i = l * dirs + d;
-      const Tensor* w = params.data() + i * per;
-      const Tensor b_ih = has_biases ? f32(w[2]) : Tensor(),
-                   b_hh = has_biases ? f32(w[3]) : Tensor();
-      variable_list r;
-      const bool needs_grad =
-          grad && (layer_in.requires_grad() || h_all.requires_grad() || c_all.requires_grad() ||
-                   w[0].requires_grad() || w[1].requires_grad() ||
-                   (has_biases && (w[2].requires_grad() || w[3].requires_grad())));
-      if (needs_grad) {
-        r = LstmLayer::apply(layer_in, h_all[i], c_all[i], f32(w[0]), f32(w[1]), b_ih, b_hh,
-                             d == 1);
-      } else {
-        r = lstm_layer_forward(layer_in, h_all[i], c_all[i], f32(w[0]), f32(w[1]), b_ih, b_hh,
-                               d == 1, /*save=*/false);
-      }
-      ys.push_back(r[0]);
-      h_n.push_back(r[1]);
-      c_n.push_back(r[2]);
-    }
+    for (int64_t d = 0; d < dirs; ++d) ys.push_back(layer(layer_in, l * dirs + d, d == 1));
     layer_in = dirs == 2 ? at::cat(ys, 2) : ys[0];
     if (dropout > 0 && train && l + 1 < num_layers)
       layer_in = at::dropout(layer_in, dropout, train);
   }
-  Tensor output = batch_first ? layer_in.transpose(0, 1) : layer_in;
+  return batch_first ? layer_in.transpose(0, 1) : layer_in;
+}
+
+// Whether a layer's call needs its autograd node (else it runs without saving).
+bool wants_grad(const Tensor& x, std::initializer_list<const Tensor*> others) {
+  if (!at::GradMode::is_enabled()) return false;
+  if (x.requires_grad()) return true;
+  for (const Tensor* t : others)
+    if (t->defined() && t->requires_grad()) return true;
+  return false;
+}
+
+// aten::lstm.input for neuron tensors. Half types compute in float32 (converted on
+// the way in and out, so autograd sees the conversions).
+std::tuple<Tensor, Tensor, Tensor> lstm(const Tensor& input, at::TensorList hx,
+                                        at::TensorList params, bool has_biases, int64_t num_layers,
+                                        double dropout, bool train, bool bidirectional,
+                                        bool batch_first) {
+  if (hx.size() != 2 ||
+      !whole_sequence_applies(input, hx, params, has_biases, num_layers, bidirectional))
+    return at::native::lstm(input, hx, params, has_biases, num_layers, dropout, train,
+                            bidirectional, batch_first);
+  const int64_t per = has_biases ? 4 : 2;
+  const Tensor h_all = to_float(hx[0]), c_all = to_float(hx[1]);
+  std::vector<Tensor> h_n, c_n;
+  auto layer = [&](const Tensor& x, int64_t i, bool reverse) {
+    const Tensor* w = params.data() + i * per;
+    const Tensor w_ih = to_float(w[0]), w_hh = to_float(w[1]);
+    const Tensor b_ih = has_biases ? to_float(w[2]) : Tensor();
+    const Tensor b_hh = has_biases ? to_float(w[3]) : Tensor();
+    const Tensor h0 = h_all[i], c0 = c_all[i];
+    const variable_list r =
+        wants_grad(x, {&h0, &c0, &w_ih, &w_hh, &b_ih, &b_hh})
+            ? LstmLayer::apply(x, h0, c0, w_ih, w_hh, b_ih, b_hh, reverse)
+            : lstm_layer_forward(x, h0, c0, w_ih, w_hh, b_ih, b_hh, reverse, /*save=*/false);
+    h_n.push_back(r[1]);
+    c_n.push_back(r[2]);
+    return r[0];
+  };
+  Tensor output = run_layers(input, num_layers, dropout, train, bidirectional, batch_first, layer);
   Tensor h = at::stack(h_n, 0), c = at::stack(c_n, 0);
-  if (dtype != at::kFloat) {
-    output = output.to(dtype);
-    h = h.to(dtype);
-    c = c.to(dtype);
-  }
+  const auto dtype = input.scalar_type();
+  if (dtype != at::kFloat) return {output.to(dtype), h.to(dtype), c.to(dtype)};
   return {output, h, c};
+}
+
+// aten::gru.input for neuron tensors, as lstm above.
+std::tuple<Tensor, Tensor> gru(const Tensor& input, const Tensor& hx, at::TensorList params,
+                               bool has_biases, int64_t num_layers, double dropout, bool train,
+                               bool bidirectional, bool batch_first) {
+  if (!whole_sequence_applies(input, {hx}, params, has_biases, num_layers, bidirectional))
+    return at::native::gru(input, hx, params, has_biases, num_layers, dropout, train, bidirectional,
+                           batch_first);
+  const int64_t per = has_biases ? 4 : 2;
+  const Tensor h_all = to_float(hx);
+  std::vector<Tensor> h_n;
+  auto layer = [&](const Tensor& x, int64_t i, bool reverse) {
+    const Tensor* w = params.data() + i * per;
+    const Tensor w_ih = to_float(w[0]), w_hh = to_float(w[1]);
+    const Tensor b_ih = has_biases ? to_float(w[2]) : Tensor();
+    const Tensor b_hh = has_biases ? to_float(w[3]) : Tensor();
+    const Tensor h0 = h_all[i];
+    const variable_list r =
+        wants_grad(x, {&h0, &w_ih, &w_hh, &b_ih, &b_hh})
+            ? GruLayer::apply(x, h0, w_ih, w_hh, b_ih, b_hh, reverse)
+            : gru_layer_forward(x, h0, w_ih, w_hh, b_ih, b_hh, reverse, /*save=*/false);
+    h_n.push_back(r[1]);
+    return r[0];
+  };
+  Tensor output = run_layers(input, num_layers, dropout, train, bidirectional, batch_first, layer);
+  Tensor h = at::stack(h_n, 0);
+  const auto dtype = input.scalar_type();
+  if (dtype != at::kFloat) return {output.to(dtype), h.to(dtype)};
+  return {output, h};
 }
 
 }  // namespace
@@ -301,6 +414,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, lib) {
   m.impl("_thnn_fused_gru_cell_backward", gru_cell_backward);
 }
 
-TORCH_LIBRARY_IMPL(aten, AutogradPrivateUse1, lib) { lib.impl("lstm.input", lstm); }
+TORCH_LIBRARY_IMPL(aten, AutogradPrivateUse1, lib) {
+  lib.impl("lstm.input", lstm);
+  lib.impl("gru.input", gru);
+}
 
 }  // namespace openneuron::bridge

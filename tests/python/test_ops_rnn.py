@@ -123,71 +123,88 @@ def test_training_follows_the_cpu_for_20_steps(neuron, kind):
                                atol=1e-5, rtol=1e-4)
 
 
-# nn.LSTM over a whole sequence: one GEMM for the input projections and one
-# instruction for the recurrence per layer and direction (ops_rnn.cpp).
+# nn.LSTM and nn.GRU over a whole sequence: one GEMM for the input projections and
+# one instruction for the recurrence per layer and direction (ops_rnn.cpp).
 
 
+class _GruStateAsArg(nn.Module):
+    def __init__(self, gru):
+        super().__init__()
+        self.gru = gru
+
+    def forward(self, x, h, c):  # c unused: the same inputs as the LSTM's
+        return self.gru(x, h)
+
+
+@pytest.mark.parametrize("kind", ["LSTM", "GRU"])
 @pytest.mark.parametrize("steps", [1, 9])
-def test_lstm_whole_sequence_with_state_bidirectional_and_batch_first(neuron, steps):
+def test_whole_sequence_with_state_bidirectional_and_batch_first(neuron, kind, steps):
     """67 hidden units: split over the kernel's threads in unequal blocks."""
     torch.manual_seed(8)
-    lstm = _StateAsTwoArgs(nn.LSTM(10, 67, num_layers=2, bidirectional=True, batch_first=True))
-    _compare(lstm, [torch.randn(3, steps, 10), torch.randn(4, 3, 67), torch.randn(4, 3, 67)],
+    rnn = getattr(nn, kind)(10, 67, num_layers=2, bidirectional=True, batch_first=True)
+    module = _StateAsTwoArgs(rnn) if kind == "LSTM" else _GruStateAsArg(rnn)
+    _compare(module, [torch.randn(3, steps, 10), torch.randn(4, 3, 67), torch.randn(4, 3, 67)],
              neuron, atol=2e-5, rtol=2e-4)
 
 
-def test_lstm_gradient_through_the_final_state_only(neuron):
+@pytest.mark.parametrize("kind", ["LSTM", "GRU"])
+def test_gradient_through_the_final_state_only(neuron, kind):
     torch.manual_seed(9)
-    lstm = nn.LSTM(6, 40, num_layers=2)
+    rnn = getattr(nn, kind)(6, 40, num_layers=2)
     x = torch.randn(7, 2, 6)
     grads = []
     for device in ("cpu", neuron):
-        m = copy.deepcopy(lstm).to(device)
+        m = copy.deepcopy(rnn).to(device)
         xd = x.to(device).detach().requires_grad_()
-        _, (h, c) = m(xd)
-        (h.sum() + 2 * c.sum()).backward()
+        _, state = m(xd)
+        loss = state[0].sum() + 2 * state[1].sum() if kind == "LSTM" else state.sum()
+        loss.backward()
         grads.append([xd.grad.cpu()] + [p.grad.cpu() for p in m.parameters()])
     for a, b in zip(*grads):
         torch.testing.assert_close(b, a, atol=2e-5, rtol=2e-4)
 
 
-def test_lstm_inference_matches_the_cpu(neuron):
+@pytest.mark.parametrize("kind", ["LSTM", "GRU"])
+@pytest.mark.parametrize("bias", [True, False])
+def test_inference_matches_the_cpu(neuron, kind, bias):
     torch.manual_seed(10)
-    lstm = nn.LSTM(12, 48, num_layers=2, bias=False).eval()
+    rnn = getattr(nn, kind)(12, 48, num_layers=2, bias=bias).eval()
     x = torch.randn(11, 4, 12)
     with torch.no_grad():
-        want = lstm(x)
-        got = copy.deepcopy(lstm).to(neuron)(x.to(neuron))
+        want = rnn(x)
+        got = copy.deepcopy(rnn).to(neuron)(x.to(neuron))
     torch.testing.assert_close(got[0].cpu(), want[0], atol=1e-5, rtol=1e-4)
-    for a, b in zip(want[1], got[1]):
+    for a, b in zip(want[1] if kind == "LSTM" else [want[1]], got[1] if kind == "LSTM" else [got[1]]):
         torch.testing.assert_close(b.cpu(), a, atol=1e-5, rtol=1e-4)
 
 
-def test_lstm_dropout_between_layers_only_in_training(neuron):
+@pytest.mark.parametrize("kind", ["LSTM", "GRU"])
+def test_dropout_between_layers_only_in_training(neuron, kind):
     torch.manual_seed(11)
-    lstm = nn.LSTM(5, 16, num_layers=3, dropout=0.5)
+    rnn = getattr(nn, kind)(5, 16, num_layers=3, dropout=0.5)
     x = torch.randn(6, 2, 5)
-    dev = copy.deepcopy(lstm).to(neuron)
+    dev = copy.deepcopy(rnn).to(neuron)
     trained = dev(x.to(neuron))[0]
     trained.sum().backward()
     assert all(torch.isfinite(p.grad).all() for p in dev.parameters())
     dev.eval()
-    lstm.eval()
+    rnn.eval()
     evaluated = dev(x.to(neuron))[0]
     assert not torch.allclose(trained.detach(), evaluated.detach())
-    torch.testing.assert_close(evaluated.detach().cpu(), lstm(x)[0].detach(), atol=1e-5, rtol=1e-4)
+    torch.testing.assert_close(evaluated.detach().cpu(), rnn(x)[0].detach(), atol=1e-5, rtol=1e-4)
 
 
-def test_lstm_launches_per_layer_not_per_time_step(neuron):
+@pytest.mark.parametrize("kind", ["LSTM", "GRU"])
+def test_launches_per_layer_not_per_time_step(neuron, kind):
     """PyTorch's composite launches a few ops per time step and layer, forward and backward;
     here a layer and direction is a handful of launches whatever the sequence length."""
     import openneuron
 
-    lstm = nn.LSTM(4, 32, num_layers=2, bidirectional=True).to(neuron)
+    rnn = getattr(nn, kind)(4, 32, num_layers=2, bidirectional=True).to(neuron)
     x = torch.randn(60, 3, 4, device=neuron)
     torch.neuron.synchronize()
     before = openneuron.runtime_counters()["launches"]
-    out = lstm(x)[0]
+    out = rnn(x)[0]
     torch.neuron.synchronize()
     forward = openneuron.runtime_counters()["launches"] - before
     out.sum().backward()

@@ -1,7 +1,7 @@
 // The RNN cell ops against a double-precision reference of PyTorch's fused cell
 // formulas, forward and backward, with and without biases; the whole-sequence LSTM
-// ops against the same cell run step by step and backpropagated through time, in
-// both directions; bad shapes are compile errors.
+// and GRU ops against the same cells run step by step and backpropagated through
+// time, in both directions; bad shapes are compile errors.
 #include "test_util.h"
 
 namespace {
@@ -208,6 +208,94 @@ TEST(Rnn, LstmSequenceForwardAndBackwardThroughTime) {
       EXPECT_TRUE(near_rel(gh0.get(i), dh[i], 1e-4, 1e-5)) << i;
       EXPECT_TRUE(near_rel(gc0.get(i), dc[i], 1e-4, 1e-5)) << i;
     }
+  }
+}
+
+TEST(Rnn, GruSequenceForwardAndBackwardThroughTime) {
+  const int64_t T = 4, B = 2, H = 70;
+  for (bool reverse : {false, true}) {
+    auto xw = HostTensor::make(DType::Float32, {T, B, 3 * H}).randomize(21);
+    auto w = HostTensor::make(DType::Float32, {3 * H, H}).randomize(22);
+    for (int64_t i = 0; i < 3 * H * H; ++i) w.set(i, w.get(i) * 0.1);  // keep gates unsaturated
+    auto bh = HostTensor::make(DType::Float32, {3 * H}).randomize(23);
+    auto h0 = HostTensor::make(DType::Float32, {B, H}).randomize(24);
+    auto y = HostTensor::make(DType::Float32, {T, B, H}),
+         hn = HostTensor::make(DType::Float32, {B, H}),
+         gates = HostTensor::make(DType::Float32, {T, B, 4 * H});
+    run_op(Op::GruSequence, {xw.vt(), w.vt(), bh.vt(), h0.vt(), y.vt(), hn.vt(), gates.vt()}, 4,
+           {xw.arg(), w.arg(), bh.arg(), h0.arg(), y.arg(), hn.arg(), gates.arg()},
+           {reverse ? 1 : 0});
+    // Reference in double: r, z, n, h_n per step.
+    auto time = [&](int64_t s) { return reverse ? T - 1 - s : s; };
+    std::vector<double> ry(T * B * H), rg(T * B * 4 * H);
+    for (int64_t s = 0; s < T; ++s) {
+      const int64_t t = time(s), tp = s ? time(s - 1) : -1;
+      for (int64_t b = 0; b < B; ++b) {
+        auto hp = [&](int64_t k) { return tp < 0 ? h0.get(b * H + k) : ry[(tp * B + b) * H + k]; };
+        for (int64_t j = 0; j < H; ++j) {
+          double hg[3];
+          for (int q = 0; q < 3; ++q) {
+            hg[q] = bh.get(q * H + j);
+            for (int64_t k = 0; k < H; ++k) hg[q] += hp(k) * w.get((q * H + j) * H + k);
+          }
+          auto x = [&](int q) { return xw.get((t * B + b) * 3 * H + q * H + j); };
+          const double r = sig(x(0) + hg[0]), z = sig(x(1) + hg[1]);
+          const double n = std::tanh(x(2) + r * hg[2]);
+          ry[(t * B + b) * H + j] = n + z * (hp(j) - n);
+          double* g = &rg[(t * B + b) * 4 * H];
+          g[j] = r;
+          g[H + j] = z;
+          g[2 * H + j] = n;
+          g[3 * H + j] = hg[2];
+        }
+      }
+    }
+    for (int64_t i = 0; i < T * B * H; ++i) ASSERT_TRUE(near_rel(y.get(i), ry[i], 1e-5, 1e-6)) << i;
+    for (int64_t i = 0; i < T * B * 4 * H; ++i)
+      ASSERT_TRUE(near_rel(gates.get(i), rg[i], 1e-5, 1e-5)) << i;
+    for (int64_t i = 0; i < B * H; ++i) EXPECT_EQ(hn.get(i), y.get(time(T - 1) * B * H + i));
+    // Backward through time in double.
+    auto gy = HostTensor::make(DType::Float32, {T, B, H}).randomize(25);
+    auto ghn = HostTensor::make(DType::Float32, {B, H}).randomize(26);
+    auto gi = HostTensor::make(DType::Float32, {T, B, 3 * H}),
+         ghd = HostTensor::make(DType::Float32, {T, B, 3 * H}),
+         gh0 = HostTensor::make(DType::Float32, {B, H});
+    run_op(Op::GruSequenceBackward,
+           {gy.vt(), ghn.vt(), w.vt(), h0.vt(), y.vt(), gates.vt(), gi.vt(), ghd.vt(), gh0.vt()}, 6,
+           {gy.arg(), ghn.arg(), w.arg(), h0.arg(), y.arg(), gates.arg(), gi.arg(), ghd.arg(),
+            gh0.arg()},
+           {reverse ? 1 : 0});
+    std::vector<double> dh(B * H), wi(T * B * 3 * H), wh(T * B * 3 * H);
+    for (int64_t i = 0; i < B * H; ++i) dh[i] = ghn.get(i);
+    for (int64_t s = T - 1; s >= 0; --s) {
+      const int64_t t = time(s), tp = s ? time(s - 1) : -1;
+      std::vector<double> next(B * H);
+      for (int64_t b = 0; b < B; ++b)
+        for (int64_t j = 0; j < H; ++j) {
+          const double* g = &rg[(t * B + b) * 4 * H];
+          const double r = g[j], z = g[H + j], n = g[2 * H + j], hn_ = g[3 * H + j];
+          const double hp = tp < 0 ? h0.get(b * H + j) : ry[(tp * B + b) * H + j];
+          const double d = dh[b * H + j] + gy.get((t * B + b) * H + j);
+          const double gz = d * (hp - n) * (1 - z) * z, gn = d * (1 - z) * (1 - n * n);
+          const double gr = gn * hn_ * (1 - r) * r;
+          double *oi = &wi[(t * B + b) * 3 * H], *oh = &wh[(t * B + b) * 3 * H];
+          oi[j] = oh[j] = gr;
+          oi[H + j] = oh[H + j] = gz;
+          oi[2 * H + j] = gn;
+          oh[2 * H + j] = gn * r;
+          next[b * H + j] = d * z;
+        }
+      for (int64_t b = 0; b < B; ++b)
+        for (int64_t k = 0; k < H; ++k)
+          for (int64_t q = 0; q < 3 * H; ++q)
+            next[b * H + k] += wh[(t * B + b) * 3 * H + q] * w.get(q * H + k);
+      dh = next;
+    }
+    for (int64_t i = 0; i < T * B * 3 * H; ++i) {
+      ASSERT_TRUE(near_rel(gi.get(i), wi[i], 1e-4, 1e-5)) << i;
+      ASSERT_TRUE(near_rel(ghd.get(i), wh[i], 1e-4, 1e-5)) << i;
+    }
+    for (int64_t i = 0; i < B * H; ++i) EXPECT_TRUE(near_rel(gh0.get(i), dh[i], 1e-4, 1e-5)) << i;
   }
 }
 

@@ -257,15 +257,21 @@ namespace openneuron::compiler {
   _(GruCellBackward) /* grad_hy, workspace -> grad_input_gates[B,3H],                   \
                    grad_hidden_gates[B,3H], grad_hx[B,H] */
 
-// An LSTM layer's recurrence in one direction, Float32 only: the step GEMMs run
-// inside; the input projections and the weight gradients are Mm nodes around it.
-#define OPENNEURON_RNN_SEQUENCE_OPS(_)                                                     \
-  _(LstmSequence)         /* xw[T,B,4H] (the input projections, biases added), w_hh[4H,H], \
-                             h0[B,H], c0[B,H] -> y[T,B,H], h_n[B,H], c_n[B,H], and for a   \
-                             backward cells[T,B,H], gates[T,B,4H]; attrs: reverse */       \
-  _(LstmSequenceBackward) /* grad_y|none, grad_h_n|none, grad_c_n|none, w_hh, c0,          \
-                             cells, gates -> grad_gates[T,B,4H] (of the                    \
-                             pre-activations), grad_h0[B,H], grad_c0[B,H]; attrs: reverse */
+// An LSTM or GRU layer's recurrence in one direction, Float32 only: the step GEMMs
+// run inside; the input projections and the weight gradients are Mm nodes around it.
+#define OPENNEURON_RNN_SEQUENCE_OPS(_)                                                       \
+  _(LstmSequence)         /* xw[T,B,4H] (the input projections, biases added), w_hh[4H,H],   \
+                             h0[B,H], c0[B,H] -> y[T,B,H], h_n[B,H], c_n[B,H], and for a     \
+                             backward cells[T,B,H], gates[T,B,4H]; attrs: reverse */         \
+  _(LstmSequenceBackward) /* grad_y|none, grad_h_n|none, grad_c_n|none, w_hh, c0,            \
+                             cells, gates -> grad_gates[T,B,4H] (of the                      \
+                             pre-activations), grad_h0[B,H], grad_c0[B,H]; attrs: reverse */ \
+  _(GruSequence)          /* xw[T,B,3H] (x W_ih^T + b_ih), w_hh[3H,H], b_hh[3H]|none,        \
+                             h0[B,H] -> y[T,B,H], h_n[B,H], and for a backward               \
+                             gates[T,B,4H] (r, z, n, h_n); attrs: reverse */                 \
+  _(GruSequenceBackward)  /* grad_y|none, grad_h_n|none, w_hh, h0, y, gates                  \
+                             -> grad_input_gates[T,B,3H], grad_hidden_gates[T,B,3H],         \
+                             grad_h0[B,H]; attrs: reverse */
 
 // fused (fuse.cpp, lower_fused.cpp): made by the compiler's passes, never by the
 // torch bridge.

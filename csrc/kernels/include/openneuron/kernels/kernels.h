@@ -46,9 +46,12 @@ onrt_kernel_fn ternary_kernel(TernaryOp op, DType out, DType in);
 // --- rnn (rnn.cpp)
 // RnnCellParams for Float32, BFloat16 and Float16; nullptr for other dtypes.
 onrt_kernel_fn rnn_cell_kernel(RnnCellOp op, DType dtype);
-// --- rnn_sequence.cpp: LstmSequenceParams / LstmSequenceBackwardParams (Float32).
+// --- rnn_sequence.cpp: LstmSequenceParams / LstmSequenceBackwardParams and the GRU's
+// (Float32).
 int lstm_sequence(const void* params, const onrt_arg* args, char* err, size_t errlen);
 int lstm_sequence_backward(const void* params, const onrt_arg* args, char* err, size_t errlen);
+int gru_sequence(const void* params, const onrt_arg* args, char* err, size_t errlen);
+int gru_sequence_backward(const void* params, const onrt_arg* args, char* err, size_t errlen);
 
 // --- fused elementwise (fused_elementwise.cpp)
 // FusedElementwiseParams: a chain of elementwise steps, one pass over tiles.

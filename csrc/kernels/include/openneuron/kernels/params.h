@@ -129,6 +129,26 @@ struct LstmSequenceBackwardParams {
   TensorArg grad_gates, grad_h0, grad_c0;  // [T,B,4H], [B,H], [B,H]
 };
 
+// The same for a GRU layer. xw = x W_ih^T + b_ih; b_hh is added to the step's
+// hidden gates (its n part inside r * (h W_hn^T + b_hn)). gates holds r, z, n and
+// the hidden n gate h_n (with its bias) per step, for the backward.
+struct GruSequenceParams {
+  int64_t steps = 0, batch = 0, hidden = 0;
+  int32_t reverse = 0;
+  TensorArg xw, w_hh, b_hh, h0;  // [T,B,3H], [3H,H], [3H]|absent, [B,H]
+  TensorArg y, h_n, gates;       // [T,B,H], [B,H], [T,B,4H]|absent
+};
+
+// Its backward through time: the gradients of the input gates (r, z, n) and of the
+// hidden gates (r, z, and r times n's), per step, and of h0.
+struct GruSequenceBackwardParams {
+  int64_t steps = 0, batch = 0, hidden = 0;
+  int32_t reverse = 0;
+  TensorArg grad_y, grad_h_n;                              // [T,B,H]|absent, [B,H]|absent
+  TensorArg w_hh, h0, y, gates;                            // as the forward's
+  TensorArg grad_input_gates, grad_hidden_gates, grad_h0;  // [T,B,3H], [T,B,3H], [B,H]
+};
+
 // ------------------------------------------------------------ fused elementwise
 
 // A chain of elementwise ops run as one pass over cache-sized tiles

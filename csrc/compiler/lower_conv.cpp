@@ -8,8 +8,8 @@
 //   Convolution:  forward (bias in the primitive) | transposed: backward data + bias add
 //   BackwardInput: backward data                   | transposed: forward
 //   BackwardWeight: backward weights (src = input) | transposed: (src = grad_out)
-// Operands are made contiguous; half types without a oneDNN kernel compute
-// in Float32 and round once.
+// Operands are made contiguous; half-type cases conv_native declines (float16,
+// odd channel counts, backward weights) compute in Float32 and round once.
 #include "lowering.h"
 
 namespace openneuron::compiler::detail {
@@ -44,7 +44,12 @@ void lower_conv(LowerCtx& ctx) {
   // convolution the error is many ulps. The CPU accumulates and adds the bias in Float32 and
   // rounds once, so that case computes in Float32 too (exact conversions in, one rounding out).
   const bool bias_after = op == Op::Convolution && transposed && ctx.in(2).is_tensor();
-  const DType cdt = kernels::conv_native(dt) && !bias_after ? dt : DType::Float32;
+  // The primitive's direction (ConvParams::op) and the channels its sums run over.
+  const int32_t prim_op = op == Op::ConvolutionBackwardWeight     ? 2
+                          : (op == Op::Convolution) != transposed ? 0
+                                                                  : 1;
+  const int64_t reduced = prim_op == 0 ? w.sizes[1] : w.sizes[0] / std::max<int64_t>(groups, 1);
+  const DType cdt = kernels::conv_native(dt, prim_op, reduced) && !bias_after ? dt : DType::Float32;
 
   kernels::ConvParams p;
   p.dtype = cdt;

@@ -292,8 +292,16 @@ onrt_kernel_fn conv_kernel(DType dtype) {
 // oneDNN 2.6's bf16 convolutions multiply pairs of channels or taps at once
 // (AVX512_BF16 dot products, or their emulation), padding odd counts with
 // zero weights: an inf or NaN input then turns its neighbours' outputs into
-// NaN (inf * 0). Float32 is exact for bf16 inputs and is what AVX2 hosts ran
-// anyway, so only float32 is native; the lowering converts around it.
-bool conv_native(DType dtype) { return dtype == DType::Float32; }
+// NaN (inf * 0). With an even number of channels in the reduction (input
+// channels per group forward, output channels per group backward data) the pairs
+// are channel pairs and nothing is padded, on a host with AVX512_BF16 (emulation
+// differs); backward weights reduce over positions, which can be odd, so stay
+// in float32 like every other case (exact for bf16 inputs, one rounding out).
+bool conv_native(DType dtype, int32_t op, int64_t reduced_channels) {
+  if (dtype == DType::Float32) return true;
+  if (dtype != DType::BFloat16 || op == 2 || reduced_channels % 2 != 0) return false;
+  const dnnl_cpu_isa_t bf16_isa = dnnl_cpu_isa_avx512_core_bf16;
+  return (dnnl_get_effective_cpu_isa() & bf16_isa) == bf16_isa;
+}
 
 }  // namespace openneuron::kernels

@@ -141,3 +141,31 @@ def test_conv_transpose_bias_bf16_rounds_once(neuron, nsp):
     # rounds once on AVX-512 hosts but rounds an intermediate on AVX2-only ones.
     assert torch.equal(got, ref)
 
+
+
+@pytest.mark.parametrize("channels", [8, 3])
+def test_conv_bf16_infinities_reach_only_their_outputs(neuron, channels):
+    """bfloat16 convolutions with an even channel count run in bfloat16 (oneDNN pairs
+    channels); odd counts compute in float32. Either way an inf or NaN input reaches the
+    outputs it touches and no others, forward and backward data: the pattern of the float32
+    convolution of the same values. (PyTorch's own CPU bf16 kernel pads odd channel counts
+    with zero weights, and inf * 0 spreads NaN to a neighbouring output.)"""
+    g = torch.Generator().manual_seed(channels)
+    x = torch.randn(2, channels, 9, 9, generator=g).bfloat16()
+    w = (torch.randn(channels * 2, channels, 3, 3, generator=g) * 0.2).bfloat16()
+    x[0, channels - 1, 4, 4] = float("inf")
+    x[1, 0, 2, 7] = float("nan")
+    grad = torch.randn(2, channels * 2, 9, 9, generator=g).bfloat16()
+    grad[1, channels, 3, 3] = float("-inf")
+    outs = []
+    for device, dtype in (("cpu", torch.float32), (neuron, torch.bfloat16)):
+        xd = x.to(dtype).detach().to(device).requires_grad_()
+        y = F.conv2d(xd, w.to(device, dtype), padding=1)
+        y.backward(grad.to(device, dtype))
+        outs.append((y.detach().cpu().float(), xd.grad.cpu().float()))
+    for want, got in zip(*outs):
+        assert want.isnan().any() or want.isinf().any()
+        assert torch.equal(got.isnan(), want.isnan())
+        assert torch.equal(got.isinf(), want.isinf())
+        finite = want.isfinite()
+        torch.testing.assert_close(got[finite], want[finite], rtol=2e-2, atol=5e-2)

@@ -121,10 +121,11 @@ onrt_kernel_fn fused_sgd_kernel(DType param);
 onrt_kernel_fn norm_all_kernel(DType out, DType in);
 
 // --- conv (conv.cpp)
-// ConvParams: Float32 (BFloat16 runs too, but the lowering converts it, see
-// conv_native: whether a dtype's convolutions run in that dtype).
+// ConvParams: Float32 and BFloat16. conv_native: whether a case runs in its own dtype
+// (op as ConvParams::op; reduced_channels: the channels per group its sums run over);
+// the lowering converts other cases to Float32.
 onrt_kernel_fn conv_kernel(DType dtype);
-bool conv_native(DType dtype);
+bool conv_native(DType dtype, int32_t op, int64_t reduced_channels);
 
 // --- pool and upsample (pool.cpp)
 // Pool2dParams.

@@ -12,6 +12,9 @@
 #include <c10/core/impl/TorchDispatchModeTLS.h>
 #include <torch/csrc/autograd/custom_function.h>
 
+#include <cstdlib>
+#include <string_view>
+
 #include "op_helpers.h"
 
 namespace openneuron::bridge {
@@ -170,6 +173,16 @@ Tensor previous_states(const Tensor& h0, const Tensor& y, bool reverse) {
                  : at::cat({first, y.narrow(0, 0, T - 1)});
 }
 
+// The layer functions' backward is one instruction, not differentiable ops: like
+// cuDNN's RNN on CUDA, they have no double backward, and say so rather than
+// return second derivatives of zero.
+void check_no_double_backward(const char* module) {
+  TORCH_CHECK(!at::GradMode::is_enabled(), module,
+              " on neuron: the whole-sequence kernel has no double backward (create_graph=True), "
+              "as cuDNN's RNN on CUDA; set OPENNEURON_RNN_SEQUENCE=0 to run PyTorch's composite, "
+              "which has one");
+}
+
 // One layer and direction as an autograd node: its backward runs the recurrence
 // backward as one instruction, then forms the input and weight gradients with GEMMs
 // over all steps at once.
@@ -185,6 +198,7 @@ struct LstmLayer : torch::autograd::Function<LstmLayer> {
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    check_no_double_backward("nn.LSTM");
     const variable_list s = ctx->get_saved_variables();
     const Tensor &x = s[0], &h0 = s[1], &c0 = s[2], &w_ih = s[3], &w_hh = s[4], &y = s[5];
     const bool reverse = ctx->saved_data["reverse"].toBool();
@@ -246,6 +260,7 @@ struct GruLayer : torch::autograd::Function<GruLayer> {
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    check_no_double_backward("nn.GRU");
     const variable_list s = ctx->get_saved_variables();
     const Tensor &x = s[0], &h0 = s[1], &w_ih = s[2], &w_hh = s[3], &y = s[4];
     const bool reverse = ctx->saved_data["reverse"].toBool();
@@ -289,12 +304,17 @@ bool plain_device_tensor(const Tensor& t) {
          !t.key_set().has_any(wrappers) && !t._fw_grad(/*level=*/0).defined();
 }
 
-// Whether the whole-sequence path takes this call: plain neuron tensors of one float
-// dtype, a 3-D non-empty input, states of the hidden size (LSTM: h and c alike,
-// which proj_size breaks), the parameter count the flags imply.
+// Whether the whole-sequence path takes this call (OPENNEURON_RNN_SEQUENCE=0: never):
+// plain neuron tensors of one float dtype, a 3-D non-empty input, states of the
+// hidden size (LSTM: h and c alike, which proj_size breaks), the parameter count the
+// flags imply.
 bool whole_sequence_applies(const Tensor& input, at::TensorList states, at::TensorList params,
                             bool has_biases, int64_t num_layers, bool bidirectional) {
-  if (c10::impl::TorchDispatchModeTLS::stack_len() > 0) return false;
+  static const bool enabled = [] {
+    const char* v = std::getenv("OPENNEURON_RNN_SEQUENCE");
+    return v == nullptr || std::string_view(v) != "0";
+  }();
+  if (!enabled || c10::impl::TorchDispatchModeTLS::stack_len() > 0) return false;
   const auto dtype = input.scalar_type();
   if (!is_half_or_float(dtype) || input.dim() != 3 || input.numel() == 0) return false;
   for (const Tensor& h : states)

@@ -221,3 +221,32 @@ def test_bad_gate_sizes_are_clear_errors(neuron):
         torch.ops.aten._thnn_fused_gru_cell(torch.randn(2, 6, device=neuron), torch.randn(2, 6, device=neuron),
                                    torch.randn(2, 2, device=neuron), torch.randn(6, device=neuron))
     torch.neuron.synchronize()  # the device carries on
+
+
+@pytest.mark.parametrize("kind", ["LSTM", "GRU"])
+def test_double_backward_is_a_clear_error_with_a_way_out(neuron, kind):
+    """The whole-sequence kernels have no double backward (nor has cuDNN's RNN): asking for one
+    raises, naming OPENNEURON_RNN_SEQUENCE=0, under which PyTorch's composite gives the CPU's."""
+    script = f"""
+import torch, torch.nn as nn
+torch.manual_seed(0)
+rnn = nn.{kind}(3, 5)
+x = torch.randn(4, 2, 3)
+def penalty(m, x):
+    m.zero_grad(set_to_none=True)
+    x = x.detach().requires_grad_()
+    (g,) = torch.autograd.grad(m(x)[0].pow(2).sum(), x, create_graph=True)
+    g.pow(2).sum().backward()
+    return [p.grad.clone() for p in m.parameters()]
+dev = [p.cpu() for p in penalty(rnn.to("neuron"), x.to("neuron"))]
+ref = penalty(rnn.cpu(), x)
+for a, b in zip(ref, dev):
+    torch.testing.assert_close(b, a, atol=1e-5, rtol=1e-4)
+print("ok")
+"""
+    from conftest import run_python
+
+    r = run_python(script)
+    assert r.returncode != 0 and "OPENNEURON_RNN_SEQUENCE=0" in r.stderr, r.stderr[-2000:]
+    r = run_python(script, OPENNEURON_RNN_SEQUENCE="0")
+    assert r.returncode == 0 and "ok" in r.stdout, r.stderr[-2000:]

@@ -213,7 +213,7 @@ int attention_entry(const void* params, const onrt_arg* args, char* err, size_t 
   if (work == 0) return 0;
   std::atomic<bool> failed{false};
   auto tiles = [&](int64_t w0, int64_t w1) {
-    const DnnlTeamFor serial(0.0);  // the pool's threads are the team
+    const DnnlTeamFor one_thread;  // the pool's threads are the team
     const int64_t Bq = sh.bq, Bk = sh.bk;
     std::vector<float> qbuf(Bq * sh.E), kbuf(Bk * sh.E), vbuf(Bk * sh.Ev), sbuf(Bq * Bk),
         acc(Bq * sh.Ev), m(Bq), l(Bq), z(sh.dropout ? Bk : 0);
@@ -292,7 +292,7 @@ int attention_backward_entry(const void* params, const onrt_arg* args, char* err
   if (work == 0 || sh.L == 0) return 0;
   std::atomic<bool> failed{false};
   auto tiles = [&](int64_t w0, int64_t w1) {
-    const DnnlTeamFor serial(0.0);  // the pool's threads are the team
+    const DnnlTeamFor one_thread;  // the pool's threads are the team
     const int64_t Bq = sh.bq, Bk = sh.bk, E = sh.E, Ev = sh.Ev;
     std::vector<float> qbuf(Bq * E), dobuf(Bq * Ev), kbuf(Bk * E), vbuf(Bk * Ev), pbuf(Bq * Bk),
         pdbuf(sh.dropout ? Bq * Bk : 0), dpbuf(Bq * Bk), dk(Bk * E), dv(Bk * Ev),

@@ -33,7 +33,7 @@ std::string dnnl_status_str(dnnl_status_t s);
 // pool's next kernels need, and waking them costs tens of microseconds. So the
 // engines run oneDNN on the calling thread alone and spread large problems over
 // the kernel pool themselves (GEMM above kDnnlSerialFlops, attention tiles, the
-// LSTM recurrence: DnnlTeamFor(0)); convolutions keep oneDNN's team above
+// RNN recurrences: DnnlTeamFor()); convolutions keep oneDNN's team above
 // kDnnlSerialFlops. DnnlTeamFor holds the calling thread's team size for one call:
 // set before its primitive is built (oneDNN blocks for the threads it will have)
 // and at every execution, from the problem's size only, so a cached primitive
@@ -43,6 +43,7 @@ inline constexpr double kDnnlSerialFlops = 16e6;
 class DnnlTeamFor {
  public:
   explicit DnnlTeamFor(double flops);
+  DnnlTeamFor() : DnnlTeamFor(0.0) {}  // the calling thread alone
   ~DnnlTeamFor();
   DnnlTeamFor(const DnnlTeamFor&) = delete;
   DnnlTeamFor& operator=(const DnnlTeamFor&) = delete;

@@ -243,13 +243,13 @@ int gemm_entry(const void* params, const onrt_arg* args, char* err, size_t errle
   const int parts =
       flops < kDnnlSerialFlops ? 1 : static_cast<int>(std::min<int64_t>(pool_threads(), 64));
   if (parts <= 1) {
-    const DnnlTeamFor serial(0.0);
+    const DnnlTeamFor one_thread;
     const std::string e = run_part(whole);
     return e.empty() ? 0 : fail(err, errlen, "gemm: %s", e.c_str());
   }
   std::string errors[64];
   auto range = [&](int64_t i0, int64_t i1) {
-    const DnnlTeamFor serial(0.0);
+    const DnnlTeamFor one_thread;
     for (int64_t i = i0; i < i1; ++i)
       errors[i] = run_part(part_of(whole, static_cast<int>(i), parts));
   };

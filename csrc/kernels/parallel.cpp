@@ -195,6 +195,18 @@ Pool& pool() {
 
 }  // namespace
 
+void wait_at_least(const std::atomic<int64_t>& v, int64_t target) {
+  for (int i = 0; v.load(std::memory_order_acquire) < target; ++i) {
+#if defined(__x86_64__)
+    if (i < 1024 && !onrt_host_contended()) {
+      __builtin_ia32_pause();
+      continue;
+    }
+#endif
+    std::this_thread::yield();
+  }
+}
+
 int pool_threads() {
   int n = g_threads.load(std::memory_order_relaxed);
   if (n == 0) {

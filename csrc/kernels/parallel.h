@@ -1,8 +1,10 @@
 // The intra-op parallel loop: parallel_for over the kernel thread pool
-// (parallel.cpp), and the grain below which work stays on the calling thread.
+// (parallel.cpp), the grain below which work stays on the calling thread, and
+// run_steps for a sequence of small dependent steps in one region.
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <type_traits>
 
@@ -29,6 +31,36 @@ int pool_threads();  // cached; cheap
 // Runs fn over [0, n) in `chunks` contiguous pieces (chunk c covers
 // [c*n/chunks, (c+1)*n/chunks)); pieces run concurrently when the pool is free.
 void run_chunks(int64_t n, int64_t chunks, RangeFn fn);
+
+// Returns once v >= target, spinning briefly (not at all on a contended host), then
+// yielding. For a target another running thread of the same region will reach.
+void wait_at_least(const std::atomic<int64_t>& v, int64_t target);
+
+// Runs fn(step, block) for steps 0 .. steps-1 in order, each over `blocks` blocks,
+// in one parallel region: for a sequence of small dependent steps, where a region per
+// step would wake the pool's threads once per step, which costs about what a step's
+// work does. A thread takes the next (step, block) in order and, before a block of
+// step s, waits until every block of step s-1 is done. A thread only ever waits on
+// blocks another thread has taken and is running, so any number of threads (one,
+// when the pool is busy) finishes. fn returns false on failure; the steps still run
+// to their end; returns whether all succeeded.
+template <class F>
+bool run_steps(int64_t steps, int64_t blocks, F&& fn) {
+  std::atomic<int64_t> next{0}, done{0};
+  std::atomic<bool> ok{true};
+  const int64_t total = steps * blocks;
+  auto worker = [&](int64_t, int64_t) {
+    for (;;) {
+      const int64_t k = next.fetch_add(1, std::memory_order_relaxed);
+      if (k >= total) break;
+      wait_at_least(done, k / blocks * blocks);
+      if (!fn(k / blocks, k % blocks)) ok.store(false, std::memory_order_relaxed);
+      done.fetch_add(1, std::memory_order_release);
+    }
+  };
+  run_chunks(blocks, blocks, RangeFn(worker));
+  return ok.load();
+}
 
 // Splits [0, n) over the pool when each thread gets at least `grain` items,
 // `pieces` contiguous pieces per thread. More than one piece lets a thread

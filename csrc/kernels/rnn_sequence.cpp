@@ -10,14 +10,11 @@
 #include <dnnl.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cstring>
-#include <thread>
 #include <vector>
 
 #include "dnnl_context.h"
 #include "error.h"
-#include "openneuron/host_contention.h"
 #include "openneuron/kernels/kernels.h"
 #include "parallel.h"
 #include "vmath.h"
@@ -40,42 +37,14 @@ struct Split {
   int64_t size(int64_t b) const { return begin(b + 1) - begin(b); }
 };
 
-void wait_until(const std::atomic<int64_t>& v, int64_t target) {
-  for (int i = 0; v.load(std::memory_order_acquire) < target; ++i) {
-#if defined(__x86_64__)
-    if (i < 1024 && !onrt_host_contended()) {
-      __builtin_ia32_pause();
-      continue;
-    }
-#endif
-    std::this_thread::yield();
-  }
-}
-
-// Runs fn(step, block) for every step in order, each over split.count blocks, in
-// one parallel region for the whole sequence: a region per step would wake the
-// pool's threads once per step, which costs about what a step's work does. A thread
-// takes the next (step, block) in order and, before a block of step s, waits until
-// every block of step s-1 is done. A thread only ever waits on blocks another thread
-// has taken and is running, so any number of threads (one, when the pool is busy)
-// finishes. fn returns false on failure; the sequence still runs to its end.
+// run_steps (parallel.h) over the blocks, each block's call with oneDNN on its
+// thread alone (the threads are ours). fn returns false on failure.
 template <class F>
-bool run_steps(int64_t steps, const Split& split, F&& fn) {
-  std::atomic<int64_t> next{0}, done{0};
-  std::atomic<bool> ok{true};
-  const int64_t count = split.count, total = steps * count;
-  auto worker = [&](int64_t, int64_t) {
-    const DnnlTeamFor serial(0.0);  // the threads are ours: oneDNN runs on each alone
-    for (;;) {
-      const int64_t k = next.fetch_add(1, std::memory_order_relaxed);
-      if (k >= total) break;
-      wait_until(done, k / count * count);
-      if (!fn(k / count, k % count)) ok.store(false, std::memory_order_relaxed);
-      done.fetch_add(1, std::memory_order_release);
-    }
-  };
-  run_chunks(count, count, RangeFn(worker));
-  return ok.load();
+bool run_blocks(int64_t steps, const Split& split, F&& fn) {
+  return run_steps(steps, split.count, [&](int64_t s, int64_t blk) {
+    const DnnlTeamFor one_thread;
+    return fn(s, blk);
+  });
 }
 
 // dnnl_sgemm is row-major: C[M,N] = A[M,K] B[K,N] + beta C.
@@ -108,14 +77,38 @@ float* out(const TensorArg& t, const onrt_arg* args) {
   return t.present() ? reinterpret_cast<float*>(t.resolve(args)) : nullptr;
 }
 
-class Forward {
+// What the four sequence kernels share: sizes, direction, blocks of hidden units.
+struct Sequence {
+  const int64_t T, B, H;
+  const bool reverse;
+  const Split split;
+
+  template <class P>
+  explicit Sequence(const P& p)
+      : T(p.steps), B(p.batch), H(p.hidden), reverse(p.reverse != 0), split(p.hidden) {}
+
+  // The time position of forward step s, and the forward step backward step u undoes.
+  int64_t time(int64_t s) const { return reverse ? T - 1 - s : s; }
+  int64_t fstep(int64_t u) const { return T - 1 - u; }
+
+  // Backward through time, steps u = 0 .. T-1 in reverse of the forward's order.
+  // Region r runs, per block, bwd.gemm(r-1) (the recurrent gradient over the block's
+  // columns, from every column of step r-1's gate gradients, all written in region
+  // r-1) and then bwd.pointwise(r) (the block's columns only).
+  template <class Bwd>
+  bool through_time(Bwd& bwd) const {
+    return run_blocks(T + 1, split, [&](int64_t r, int64_t blk) {
+      const bool ok = r == 0 || bwd.gemm(r - 1, blk);
+      if (r < T) bwd.pointwise(r, blk);
+      return ok;
+    });
+  }
+};
+
+class Forward : Sequence {
  public:
   Forward(const LstmSequenceParams& p, const onrt_arg* args)
-      : T(p.steps),
-        B(p.batch),
-        H(p.hidden),
-        reverse(p.reverse != 0),
-        split(p.hidden),
+      : Sequence(p),
         xw(in(p.xw, args)),
         w(in(p.w_hh, args)),
         h0(in(p.h0, args)),
@@ -131,7 +124,7 @@ class Forward {
   }
 
   bool run() {
-    const bool ok = run_steps(T, split, [&](int64_t s, int64_t blk) {
+    const bool ok = run_blocks(T, split, [&](int64_t s, int64_t blk) {
       if (s == 0) pack(blk);
       return step(s, blk);
     });
@@ -143,7 +136,6 @@ class Forward {
   }
 
  private:
-  int64_t time(int64_t s) const { return reverse ? T - 1 - s : s; }
   // The cell state after step s: its slot in `cells`, or the running state.
   float* cell(int64_t s) { return cells ? cells + time(s) * B * H : cstate.data(); }
 
@@ -185,23 +177,18 @@ class Forward {
     return true;
   }
 
-  const int64_t T, B, H;
-  const bool reverse;
-  const Split split;
   const float *xw, *w, *h0, *c0;
   float *y, *h_n, *c_n, *cells, *gates;
   std::vector<std::vector<float>> wt, g;  // per block: W_hh^T slice; gate rows + one tmp row
   std::vector<float> cstate;              // the running cell state when `cells` is absent
 };
 
-class Backward {
+class Backward : Sequence {
+  friend struct Sequence;  // through_time calls gemm and pointwise
+
  public:
   Backward(const LstmSequenceBackwardParams& p, const onrt_arg* args)
-      : T(p.steps),
-        B(p.batch),
-        H(p.hidden),
-        reverse(p.reverse != 0),
-        split(p.hidden),
+      : Sequence(p),
         gy(in(p.grad_y, args)),
         w(in(p.w_hh, args)),
         c0(in(p.c0, args)),
@@ -215,17 +202,8 @@ class Backward {
     if (const float* v = in(p.grad_c_n, args)) std::copy(v, v + B * H, dc.begin());
   }
 
-  // Steps in reverse of the forward's order, u = 0 .. T-1. Region r runs, per block,
-  // the GEMM of step r-1 (dh over the block's columns, from every column of that
-  // step's gate gradients, all written in region r-1) and then the pointwise part of
-  // step r (the block's columns only).
   bool run(float* grad_h0, float* grad_c0) {
-    const bool ok = run_steps(T + 1, split, [&](int64_t r, int64_t blk) {
-      const bool gemm_ok = r == 0 || gemm(r - 1, blk);
-      if (r < T) pointwise(r, blk);
-      return gemm_ok;
-    });
-    if (!ok) return false;
+    if (!through_time(*this)) return false;
     std::copy(dh.begin(), dh.end(), grad_h0);
     std::copy(dc.begin(), dc.end(), grad_c0);
     return true;
@@ -233,8 +211,6 @@ class Backward {
 
  private:
   // Forward step index s of backward step u, and its time position.
-  int64_t fstep(int64_t u) const { return T - 1 - u; }
-  int64_t time(int64_t s) const { return reverse ? T - 1 - s : s; }
 
   void pointwise(int64_t u, int64_t blk) {
     const int64_t s = fstep(u), t = time(s), a = split.begin(blk), n = split.size(blk);
@@ -268,9 +244,6 @@ class Backward {
     return sgemm(B, n, 4 * H, gg + t * B * 4 * H, 4 * H, w + a, H, dh.data() + a, H);
   }
 
-  const int64_t T, B, H;
-  const bool reverse;
-  const Split split;
   const float *gy, *w, *c0, *cells, *gates;
   float* gg;
   std::vector<float> dh, dc;  // gradients reaching h_t through the recurrence, and c_t
@@ -279,14 +252,10 @@ class Backward {
 
 // GRU (PyTorch's cell: r = sig(i_r + h_r), z = sig(i_z + h_z), n = tanh(i_n + r h_n),
 // h' = n + z (h - n), where h_* = h W_h*^T + b_h*).
-class GruForward {
+class GruForward : Sequence {
  public:
   GruForward(const GruSequenceParams& p, const onrt_arg* args)
-      : T(p.steps),
-        B(p.batch),
-        H(p.hidden),
-        reverse(p.reverse != 0),
-        split(p.hidden),
+      : Sequence(p),
         xw(in(p.xw, args)),
         w(in(p.w_hh, args)),
         bias(in(p.b_hh, args)),
@@ -298,7 +267,7 @@ class GruForward {
         g(split.count) {}
 
   bool run() {
-    const bool ok = run_steps(T, split, [&](int64_t s, int64_t blk) {
+    const bool ok = run_blocks(T, split, [&](int64_t s, int64_t blk) {
       if (s == 0) {
         pack_block(w, H, 3, split.begin(blk), split.size(blk), wt[blk]);
         g[blk].resize(B * 3 * split.size(blk));
@@ -311,7 +280,6 @@ class GruForward {
   }
 
  private:
-  int64_t time(int64_t s) const { return reverse ? T - 1 - s : s; }
 
   bool step(int64_t s, int64_t blk) {
     const int64_t t = time(s), a = split.begin(blk), n = split.size(blk), n3 = 3 * n;
@@ -343,22 +311,17 @@ class GruForward {
     return true;
   }
 
-  const int64_t T, B, H;
-  const bool reverse;
-  const Split split;
   const float *xw, *w, *bias, *h0;
   float *y, *h_n, *gates;
   std::vector<std::vector<float>> wt, g;  // per block: W_hh^T slice; hidden gate rows
 };
 
-class GruBackward {
+class GruBackward : Sequence {
+  friend struct Sequence;  // through_time calls gemm and pointwise
+
  public:
   GruBackward(const GruSequenceBackwardParams& p, const onrt_arg* args)
-      : T(p.steps),
-        B(p.batch),
-        H(p.hidden),
-        reverse(p.reverse != 0),
-        split(p.hidden),
+      : Sequence(p),
         gy(in(p.grad_y, args)),
         w(in(p.w_hh, args)),
         h0(in(p.h0, args)),
@@ -370,23 +333,13 @@ class GruBackward {
     if (const float* v = in(p.grad_h_n, args)) std::copy(v, v + B * H, dh.begin());
   }
 
-  // As the LSTM's: region r runs, per block, the GEMM of backward step r-1 (which adds
-  // the hidden gates' gradients times W_hh to the direct term z * dh already in dh)
-  // and then the pointwise part of step r.
   bool run(float* grad_h0) {
-    const bool ok = run_steps(T + 1, split, [&](int64_t r, int64_t blk) {
-      const bool gemm_ok = r == 0 || gemm(r - 1, blk);
-      if (r < T) pointwise(r, blk);
-      return gemm_ok;
-    });
-    if (!ok) return false;
+    if (!through_time(*this)) return false;
     std::copy(dh.begin(), dh.end(), grad_h0);
     return true;
   }
 
  private:
-  int64_t fstep(int64_t u) const { return T - 1 - u; }
-  int64_t time(int64_t s) const { return reverse ? T - 1 - s : s; }
 
   void pointwise(int64_t u, int64_t blk) {
     const int64_t s = fstep(u), t = time(s), a = split.begin(blk), n = split.size(blk);
@@ -418,9 +371,6 @@ class GruBackward {
     return sgemm(B, n, 3 * H, gh + t * B * 3 * H, 3 * H, w + a, H, dh.data() + a, H, 1.0f);
   }
 
-  const int64_t T, B, H;
-  const bool reverse;
-  const Split split;
   const float *gy, *w, *h0, *y, *gates;
   float *gi, *gh;
   std::vector<float> dh;  // the gradient reaching h_t

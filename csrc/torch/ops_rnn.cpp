@@ -13,6 +13,7 @@
 #include <torch/csrc/autograd/custom_function.h>
 
 #include <cstdlib>
+#include <span>
 #include <string_view>
 
 #include "op_helpers.h"
@@ -139,6 +140,26 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> gru_cell_backward(const Tenso
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
+// Allocates float32 outputs of `sizes` on `dev`, launches `op` (attribute: the
+// direction) into them and returns them.
+std::vector<Tensor> launch_sequence_op(Op op, std::initializer_list<Operand> ins,
+                                       std::initializer_list<std::vector<int64_t>> sizes,
+                                       bool reverse, c10::Device dev) {
+  std::vector<Tensor> outs;
+  std::vector<Operand> out_ops;
+  for (const std::vector<int64_t>& s : sizes) {
+    outs.push_back(empty_device(s, at::kFloat, dev));
+    out_ops.push_back(tensor_operand(outs.back()));
+  }
+  launch(op, std::span(ins.begin(), ins.size()), out_ops, {reverse ? 1 : 0});
+  return outs;
+}
+
+// An incoming gradient as an operand: absent when autograd gives none.
+Operand grad_operand(const Tensor& g) {
+  return optional_operand(g.defined() ? g.contiguous() : Tensor());
+}
+
 // y, h_n, c_n, and (when `save`) cells and gates, for one layer and direction;
 // Float32 operands, x [T, B, I].
 std::vector<Tensor> lstm_layer_forward(const Tensor& x, const Tensor& h0, const Tensor& c0,
@@ -148,20 +169,14 @@ std::vector<Tensor> lstm_layer_forward(const Tensor& x, const Tensor& h0, const 
   const Tensor x2 = x.reshape({T * B, x.size(2)});
   const Tensor xw = (b_ih.defined() ? at::addmm(b_ih + b_hh, x2, w_ih.t()) : at::mm(x2, w_ih.t()))
                         .view({T, B, 4 * H});
-  const c10::Device dev = x.device();
-  std::vector<Tensor> outs = {empty_device({T, B, H}, at::kFloat, dev),
-                              empty_device({B, H}, at::kFloat, dev),
-                              empty_device({B, H}, at::kFloat, dev)};
-  if (save) {
-    outs.push_back(empty_device({T, B, H}, at::kFloat, dev));
-    outs.push_back(empty_device({T, B, 4 * H}, at::kFloat, dev));
-  }
-  std::vector<Operand> out_ops;
-  for (const Tensor& t : outs) out_ops.push_back(tensor_operand(t));
-  const Operand in_ops[] = {tensor_operand(xw), tensor_operand(w_hh.contiguous()),
-                            tensor_operand(h0.contiguous()), tensor_operand(c0.contiguous())};
-  launch(Op::LstmSequence, in_ops, out_ops, {reverse ? 1 : 0});
-  return outs;
+  const Operand xw_op = tensor_operand(xw), w_op = tensor_operand(w_hh.contiguous()),
+                h0_op = tensor_operand(h0.contiguous()), c0_op = tensor_operand(c0.contiguous());
+  if (!save)
+    return launch_sequence_op(Op::LstmSequence, {xw_op, w_op, h0_op, c0_op},
+                              {{T, B, H}, {B, H}, {B, H}}, reverse, x.device());
+  return launch_sequence_op(Op::LstmSequence, {xw_op, w_op, h0_op, c0_op},
+                            {{T, B, H}, {B, H}, {B, H}, {T, B, H}, {T, B, 4 * H}}, reverse,
+                            x.device());
 }
 
 // h_{t-1} at every step t, in time order, from h0 and the layer's outputs y.
@@ -203,19 +218,13 @@ struct LstmLayer : torch::autograd::Function<LstmLayer> {
     const Tensor &x = s[0], &h0 = s[1], &c0 = s[2], &w_ih = s[3], &w_hh = s[4], &y = s[5];
     const bool reverse = ctx->saved_data["reverse"].toBool();
     const int64_t T = x.size(0), B = x.size(1), I = x.size(2), H = w_hh.size(1);
-    const c10::Device dev = x.device();
-    Tensor gg = empty_device({T, B, 4 * H}, at::kFloat, dev);
-    Tensor gh0 = empty_device({B, H}, at::kFloat, dev), gc0 = empty_device({B, H}, at::kFloat, dev);
-    auto grad = [&](int k) { return grads[k].defined() ? grads[k].contiguous() : Tensor(); };
-    const Operand in_ops[] = {optional_operand(grad(0)),
-                              optional_operand(grad(1)),
-                              optional_operand(grad(2)),
-                              tensor_operand(w_hh.contiguous()),
-                              tensor_operand(c0.contiguous()),
-                              tensor_operand(s[6]),
-                              tensor_operand(s[7])};
-    const Operand out_ops[] = {tensor_operand(gg), tensor_operand(gh0), tensor_operand(gc0)};
-    launch(Op::LstmSequenceBackward, in_ops, out_ops, {reverse ? 1 : 0});
+    const std::vector<Tensor> r =
+        launch_sequence_op(Op::LstmSequenceBackward,
+                           {grad_operand(grads[0]), grad_operand(grads[1]), grad_operand(grads[2]),
+                            tensor_operand(w_hh.contiguous()), tensor_operand(c0.contiguous()),
+                            tensor_operand(s[6]), tensor_operand(s[7])},
+                           {{T, B, 4 * H}, {B, H}, {B, H}}, reverse, x.device());
+    const Tensor &gg = r[0], &gh0 = r[1], &gc0 = r[2];
     const Tensor g2 = gg.view({T * B, 4 * H});
     Tensor dx, dw_ih, dw_hh, db;
     if (ctx->needs_input_grad(0)) dx = at::mm(g2, w_ih).view({T, B, I});
@@ -235,17 +244,14 @@ std::vector<Tensor> gru_layer_forward(const Tensor& x, const Tensor& h0, const T
   const Tensor x2 = x.reshape({T * B, x.size(2)});
   const Tensor xw =
       (b_ih.defined() ? at::addmm(b_ih, x2, w_ih.t()) : at::mm(x2, w_ih.t())).view({T, B, 3 * H});
-  const c10::Device dev = x.device();
-  std::vector<Tensor> outs = {empty_device({T, B, H}, at::kFloat, dev),
-                              empty_device({B, H}, at::kFloat, dev)};
-  if (save) outs.push_back(empty_device({T, B, 4 * H}, at::kFloat, dev));
-  std::vector<Operand> out_ops;
-  for (const Tensor& t : outs) out_ops.push_back(tensor_operand(t));
-  const Operand in_ops[] = {tensor_operand(xw), tensor_operand(w_hh.contiguous()),
-                            optional_operand(b_hh.defined() ? b_hh.contiguous() : Tensor()),
-                            tensor_operand(h0.contiguous())};
-  launch(Op::GruSequence, in_ops, out_ops, {reverse ? 1 : 0});
-  return outs;
+  const Operand xw_op = tensor_operand(xw), w_op = tensor_operand(w_hh.contiguous()),
+                b_op = optional_operand(b_hh.defined() ? b_hh.contiguous() : Tensor()),
+                h0_op = tensor_operand(h0.contiguous());
+  if (!save)
+    return launch_sequence_op(Op::GruSequence, {xw_op, w_op, b_op, h0_op}, {{T, B, H}, {B, H}},
+                              reverse, x.device());
+  return launch_sequence_op(Op::GruSequence, {xw_op, w_op, b_op, h0_op},
+                            {{T, B, H}, {B, H}, {T, B, 4 * H}}, reverse, x.device());
 }
 
 struct GruLayer : torch::autograd::Function<GruLayer> {
@@ -265,19 +271,12 @@ struct GruLayer : torch::autograd::Function<GruLayer> {
     const Tensor &x = s[0], &h0 = s[1], &w_ih = s[2], &w_hh = s[3], &y = s[4];
     const bool reverse = ctx->saved_data["reverse"].toBool();
     const int64_t T = x.size(0), B = x.size(1), I = x.size(2), H = w_hh.size(1);
-    const c10::Device dev = x.device();
-    Tensor gi = empty_device({T, B, 3 * H}, at::kFloat, dev);
-    Tensor gh = empty_device({T, B, 3 * H}, at::kFloat, dev);
-    Tensor gh0 = empty_device({B, H}, at::kFloat, dev);
-    auto grad = [&](int k) { return grads[k].defined() ? grads[k].contiguous() : Tensor(); };
-    const Operand in_ops[] = {optional_operand(grad(0)),
-                              optional_operand(grad(1)),
-                              tensor_operand(w_hh.contiguous()),
-                              tensor_operand(h0.contiguous()),
-                              tensor_operand(y),
-                              tensor_operand(s[5])};
-    const Operand out_ops[] = {tensor_operand(gi), tensor_operand(gh), tensor_operand(gh0)};
-    launch(Op::GruSequenceBackward, in_ops, out_ops, {reverse ? 1 : 0});
+    const std::vector<Tensor> r = launch_sequence_op(
+        Op::GruSequenceBackward,
+        {grad_operand(grads[0]), grad_operand(grads[1]), tensor_operand(w_hh.contiguous()),
+         tensor_operand(h0.contiguous()), tensor_operand(y), tensor_operand(s[5])},
+        {{T, B, 3 * H}, {T, B, 3 * H}, {B, H}}, reverse, x.device());
+    const Tensor &gi = r[0], &gh = r[1], &gh0 = r[2];
     const Tensor gi2 = gi.view({T * B, 3 * H}), gh2 = gh.view({T * B, 3 * H});
     Tensor dx, dw_ih, dw_hh, db_ih, db_hh;
     if (ctx->needs_input_grad(0)) dx = at::mm(gi2, w_ih).view({T, B, I});

@@ -50,6 +50,9 @@ int device_count() noexcept;
 c10::DeviceIndex current_device();
 void set_device(c10::DeviceIndex index);  // validates, raising with the core list
 void check_device_index(c10::DeviceIndex index);
+// The core an allocation on `device` goes to: the current core when it names no
+// index. Checks the index and initialises the runtime.
+c10::Device checked_device(std::optional<c10::Device> device);
 
 // Streams: c10::Stream ids are the runtime's stream ids.
 onrt_stream_t runtime_stream(const c10::Stream& stream);
@@ -121,8 +124,11 @@ void host_copy(const at::Tensor& dst, const at::Tensor& src);
 // ::call(args...), or cpu_fallback_call("aten::op", "overload", stack).
 void boxed_cpu_fallback(const c10::OperatorHandle& op, std::vector<c10::IValue>* stack);
 // The policy of every path to the CPU (OPENNEURON_FALLBACK, the warning, the count), for
-// fallbacks other than the dense one (ops_sparse.cpp).
+// fallbacks other than the dense one.
 void note_cpu_fallback(const c10::OperatorHandle& op);
+// The CPU fallback for tensors that are not plain strided ones (sparse, quantized,
+// nested): arguments move with their layout's own copies, under the same policy.
+void layout_cpu_fallback(const c10::OperatorHandle& op, std::vector<c10::IValue>* stack);
 void cpu_fallback_call(const char* name, const char* overload, std::vector<c10::IValue>* stack);
 
 // While memory history is recorded (memory_history.cpp), the Python stack of

@@ -91,6 +91,31 @@ void neuron_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack
   measured_cpu_fallback(op, stack);
 }
 
+bool on_neuron(const at::Tensor& t) { return t.defined() && t.device().is_privateuseone(); }
+
+// A CPU copy of a neuron argument (any layout); anything else as it is.
+c10::IValue to_cpu(const c10::IValue& v, std::optional<c10::Device>& device) {
+  if (v.isTensor()) {
+    const at::Tensor& t = v.toTensor();
+    if (!on_neuron(t)) return v;
+    device = t.device();
+    return t.cpu();
+  }
+  if (v.isTensorList()) {
+    c10::List<at::Tensor> out;
+    for (const at::Tensor& t : v.toTensorList()) {
+      if (on_neuron(t)) device = t.device();
+      out.push_back(on_neuron(t) ? t.cpu() : t);
+    }
+    return out;
+  }
+  if (v.isDevice() && v.toDevice().is_privateuseone()) {
+    device = v.toDevice();
+    return c10::Device(c10::kCPU);
+  }
+  return v;
+}
+
 }  // namespace
 
 void note_cpu_fallback(const c10::OperatorHandle& op) {
@@ -115,6 +140,57 @@ void note_cpu_fallback(const c10::OperatorHandle& op) {
 // (fallback_call.cpp): same policy (OPENNEURON_FALLBACK), warning and count.
 void boxed_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   neuron_cpu_fallback(op, stack);
+}
+
+// Moves each neuron argument to the CPU with .cpu() (its layout's own _to_copy),
+// runs the CPU's kernel, copies the CPU's values into the arguments the op writes
+// and moves new results back with .to(). Timed for `openneuron report`; bytes are
+// not counted (a sparse or nested tensor's parts are not one buffer).
+void layout_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  note_cpu_fallback(op);
+  const int64_t start = now_ns();
+  const auto& schema = op.schema();
+  const size_t num_args = schema.arguments().size();
+  std::vector<c10::IValue> originals(stack->end() - num_args, stack->end());
+  std::optional<c10::Device> device;
+  for (size_t i = 0; i < num_args; ++i) {
+    (*stack)[stack->size() - num_args + i] = to_cpu(originals[i], device);
+  }
+  std::vector<c10::IValue> cpu_args(stack->end() - num_args, stack->end());
+  op.callBoxed(stack);
+  // Arguments the op writes (in-place self, out=) take the CPU's result.
+  for (size_t i = 0; i < num_args; ++i) {
+    const auto* alias = schema.arguments()[i].alias_info();
+    if (alias == nullptr || !alias->isWrite() || !originals[i].isTensor()) continue;
+    const at::Tensor& orig = originals[i].toTensor();
+    if (on_neuron(orig)) const_cast<at::Tensor&>(orig).copy_(cpu_args[i].toTensor());
+  }
+  const size_t num_returns = schema.returns().size();
+  for (size_t r = 0; r < num_returns; ++r) {
+    c10::IValue& v = (*stack)[stack->size() - num_returns + r];
+    if (!device.has_value()) continue;
+    if (v.isTensorList()) {
+      c10::List<at::Tensor> moved;
+      for (const at::Tensor& t : v.toTensorList()) {
+        moved.push_back(t.defined() && t.device().is_cpu() ? t.to(*device) : t);
+      }
+      v = moved;
+      continue;
+    }
+    if (!v.isTensor() || !v.toTensor().defined()) continue;
+    // A return that aliases a written argument is that argument itself.
+    const auto* alias = schema.returns()[r].alias_info();
+    bool returned_arg = false;
+    for (size_t i = 0; alias != nullptr && alias->isWrite() && i < num_args; ++i) {
+      if (cpu_args[i].isTensor() && cpu_args[i].toTensor().is_same(v.toTensor())) {
+        v = originals[i];
+        returned_arg = true;
+        break;
+      }
+    }
+    if (!returned_arg && v.toTensor().device().is_cpu()) v = v.toTensor().to(*device);
+  }
+  fallback_calls().add_cost(op_name(op), now_ns() - start, 0, 0);
 }
 
 bool OpCallCounts::add(const std::string& op) {

@@ -305,8 +305,11 @@ class AliasedCall {
   at::Tensor to_device(const at::Tensor& r) {
     if (!r.defined() || !r.is_cpu()) return r;
     // A sparse result (embedding_bag's sparse gradient) has no storage to alias: its
-    // indices and values are copied to the device (ops_sparse.cpp).
-    if (r.is_sparse()) return r.to(c10::Device(c10::DeviceType::PrivateUse1, device_));
+    // indices and values are copied to the device (ops_sparse.cpp); a quantized one
+    // moves with its quantizer (ops_quantized.cpp).
+    if (r.is_sparse() || r.is_quantized()) {
+      return r.to(c10::Device(c10::DeviceType::PrivateUse1, device_));
+    }
     for (const Alias& a : aliases_) {
       if (r.is_same(a.host)) return a.device;
     }

@@ -20,6 +20,16 @@
 #include "op_helpers.h"
 
 namespace openneuron::bridge {
+
+c10::Device checked_device(std::optional<c10::Device> device_opt) {
+  c10::Device device = c10::device_or_default(device_opt);
+  TORCH_INTERNAL_ASSERT(device.is_privateuseone());
+  if (!device.has_index()) device = c10::Device(device.type(), current_device());
+  check_device_index(device.index());
+  ensure_initialized();
+  return device;
+}
+
 namespace {
 
 using at::Tensor;
@@ -31,14 +41,6 @@ void check_options(std::optional<c10::Layout> layout, std::optional<bool> pin_me
   TORCH_CHECK(!c10::pinned_memory_or_default(pin_memory), "pinned memory is a CPU property");
 }
 
-c10::Device checked_device(std::optional<c10::Device> device_opt) {
-  c10::Device device = c10::device_or_default(device_opt);
-  TORCH_INTERNAL_ASSERT(device.is_privateuseone());
-  if (!device.has_index()) device = c10::Device(device.type(), current_device());
-  check_device_index(device.index());
-  ensure_initialized();
-  return device;
-}
 
 // FP8 is a trn3 feature (README, "Behaviour to know"): on other platform profiles creating a
 // float8 tensor fails with the reason and the way out, rather than later in an op.

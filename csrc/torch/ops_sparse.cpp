@@ -1,10 +1,8 @@
 // Sparse COO tensors on neuron: indices and values are dense neuron tensors inside a
 // SparseTensorImpl. The structure ops (construction, accessors, resize, copy) are ATen's
-// own device-generic implementations; every other sparse op runs through a fallback that
-// moves its sparse and dense arguments to the CPU, runs the CPU's sparse kernel and moves
-// the results back, under the CPU fallback's policy (OPENNEURON_FALLBACK, warning, count).
+// own device-generic implementations; every other sparse op runs on the CPU through
+// layout_cpu_fallback (fallback.cpp).
 #include <ATen/core/dispatch/Dispatcher.h>
-#include <ATen/native/CPUFallback.h>
 #include <ATen/ops/_coalesced_native.h>
 #include <ATen/ops/_indices_native.h>
 #include <ATen/ops/_nnz_native.h>
@@ -25,82 +23,12 @@
 #include <ATen/ops/zero_native.h>
 #include <torch/library.h>
 
-#include <chrono>
 #include <optional>
 
 #include "bridge.h"
 
 namespace openneuron::bridge {
 namespace {
-
-bool on_neuron(const at::Tensor& t) { return t.defined() && t.device().is_privateuseone(); }
-
-// A CPU copy of a neuron argument (sparse or dense); anything else as it is.
-c10::IValue to_cpu(const c10::IValue& v, std::optional<c10::Device>& device) {
-  if (v.isTensor()) {
-    const at::Tensor& t = v.toTensor();
-    if (!on_neuron(t)) return v;
-    device = t.device();
-    return t.cpu();
-  }
-  if (v.isTensorList()) {
-    c10::List<at::Tensor> out;
-    for (const at::Tensor& t : v.toTensorList()) {
-      if (on_neuron(t)) device = t.device();
-      out.push_back(on_neuron(t) ? t.cpu() : t);
-    }
-    return out;
-  }
-  if (v.isDevice() && v.toDevice().is_privateuseone()) {
-    device = v.toDevice();
-    return c10::Device(c10::kCPU);
-  }
-  return v;
-}
-
-// Timed for `openneuron report`; the bytes a sparse tensor's indices and
-// values move are not counted.
-void sparse_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
-  note_cpu_fallback(op);
-  const auto start = std::chrono::steady_clock::now();
-  const auto& schema = op.schema();
-  const size_t num_args = schema.arguments().size();
-  std::vector<c10::IValue> originals(stack->end() - num_args, stack->end());
-  std::optional<c10::Device> device;
-  for (size_t i = 0; i < num_args; ++i) {
-    (*stack)[stack->size() - num_args + i] = to_cpu(originals[i], device);
-  }
-  std::vector<c10::IValue> cpu_args(stack->end() - num_args, stack->end());
-  op.callBoxed(stack);
-  // Arguments the op writes (in-place self, out=) take the CPU's result, sparse or dense.
-  for (size_t i = 0; i < num_args; ++i) {
-    const auto* alias = schema.arguments()[i].alias_info();
-    if (alias == nullptr || !alias->isWrite() || !originals[i].isTensor()) continue;
-    const at::Tensor& orig = originals[i].toTensor();
-    if (on_neuron(orig)) const_cast<at::Tensor&>(orig).copy_(cpu_args[i].toTensor());
-  }
-  const size_t num_returns = schema.returns().size();
-  for (size_t r = 0; r < num_returns; ++r) {
-    c10::IValue& v = (*stack)[stack->size() - num_returns + r];
-    if (!v.isTensor() || !v.toTensor().defined() || !device.has_value()) continue;
-    // A return that aliases a written argument is that argument itself.
-    const auto* alias = schema.returns()[r].alias_info();
-    bool returned_arg = false;
-    for (size_t i = 0; alias != nullptr && alias->isWrite() && i < num_args; ++i) {
-      if (cpu_args[i].isTensor() && cpu_args[i].toTensor().is_same(v.toTensor())) {
-        v = originals[i];
-        returned_arg = true;
-        break;
-      }
-    }
-    if (!returned_arg && v.toTensor().device().is_cpu()) v = v.toTensor().to(*device);
-  }
-  fallback_calls().add_cost(
-      op_name(op),
-      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start)
-          .count(),
-      0, 0);
-}
 
 at::Tensor empty_sparse(at::IntArrayRef size, std::optional<at::ScalarType> dtype,
                         std::optional<at::Layout> layout, std::optional<at::Device> device,
@@ -112,7 +40,7 @@ at::Tensor empty_sparse(at::IntArrayRef size, std::optional<at::ScalarType> dtyp
 }  // namespace
 
 TORCH_LIBRARY_IMPL(_, SparsePrivateUse1, m) {
-  m.fallback(torch::CppFunction::makeFromBoxedFunction<&sparse_cpu_fallback>());
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&layout_cpu_fallback>());
 }
 
 TORCH_LIBRARY_IMPL(aten, SparsePrivateUse1, m) {

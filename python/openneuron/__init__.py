@@ -57,9 +57,10 @@ def _load() -> None:
     # Trainium's native low-precision type: autocast(device_type="neuron") uses bf16.
     torch.set_autocast_dtype("neuron", torch.bfloat16)
     _printing.install()
-    from . import _autograd_exit, _compat, _loss_defaults
+    from . import _autograd_exit, _compat, _host_methods, _loss_defaults
 
     _compat.install()  # module.to("neuron") keeps Parameter objects, as on CUDA
+    _host_methods.install()  # Tensor.apply_/map_/map2_ run on the host, as for CPU tensors
     _loss_defaults.install()  # chunked linear_cross_entropy: the CPU's accumulation
     _autograd_exit.install()  # no abort at exit right after a backward pass
     from . import distributed

@@ -60,3 +60,23 @@ def test_error_mode_names_the_op(neuron, monkeypatch):
     with pytest.raises(NotImplementedError, match="aten::_logcumsumexp"):
         torch.logcumsumexp(torch.ones(3, device=neuron), 0)
     assert torch.ones(3, device=neuron).sum().item() == 3.0
+
+
+def test_python_callable_methods_run_on_the_host(neuron):
+    """Tensor.apply_/map_/map2_ (CPU-only in PyTorch) work on neuron tensors as on the CPU."""
+    def both(fn):
+        a = torch.arange(6.0).reshape(2, 3)
+        b, c = torch.tensor([1.0, -2.0, 3.0]), torch.tensor([[2.0], [0.5]])
+        want = fn(a.clone(), b, c)
+        got = fn(a.to(neuron), b.to(neuron), c.to(neuron))
+        assert got.device.type == "neuron" and torch.equal(got.cpu(), want)
+
+    both(lambda a, b, c: a.apply_(lambda x: x * x - 1))
+    both(lambda a, b, c: a.map_(b, lambda x, y: x * y + 1))  # b broadcasts, as on the CPU
+    both(lambda a, b, c: a.map2_(b, c, lambda x, y, z: x + y * z))
+    a = torch.ones(3, device=neuron)
+    with pytest.raises(TypeError, match="expected torch.neuron.FloatTensor for 'other'"):
+        a.map_(torch.ones(3), lambda x, y: x)
+    with pytest.raises(TypeError, match="for 'y'"):
+        a.map2_(a, a.int(), lambda x, y, z: x)
+    assert torch.equal(a.cpu(), torch.ones(3))  # nothing lost

@@ -1,5 +1,13 @@
 // Convolution, forward and backward (1-3 spatial dims, groups, transposed), through
-// PyTorch's convolution_overrideable hooks. Lowering: lower_conv.cpp.
+// PyTorch's convolution_overrideable hooks; complex32 convolutions in complex64.
+// Lowering: lower_conv.cpp.
+#include <ATen/ops/conv1d_native.h>
+#include <ATen/ops/conv2d_native.h>
+#include <ATen/ops/conv3d_native.h>
+#include <ATen/ops/conv_transpose1d_native.h>
+#include <ATen/ops/conv_transpose2d_native.h>
+#include <ATen/ops/conv_transpose3d_native.h>
+
 #include "op_helpers.h"
 
 namespace openneuron::bridge {
@@ -103,7 +111,53 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward_overrideable
   return {gi, gw, gb};
 }
 
+// ------------------------------------------------- complex32 convolutions
+
+// ATen's conv1d .. conv_transpose3d split a complex convolution into three real ones
+// (Gauss's trick: re = ac - bd, im = (a+b)(c+d) - ac - bd). In complex32 each real one
+// is rounded to half before they are subtracted, and the cancellation leaves errors of
+// several units in the last place, forward and backward (PyTorch's parity test expects
+// complex32 convolutions to fail on CUDA). On neuron they run in complex64 and round
+// once; autograd differentiates through the two casts. Other dtypes: ATen's composite.
+template <auto composite, typename... Rest>
+at::Tensor conv_complex32_in_complex64(const at::Tensor& input, const at::Tensor& weight,
+                                       const std::optional<at::Tensor>& bias, Rest... rest) {
+  if (input.scalar_type() != at::kComplexHalf || weight.scalar_type() != at::kComplexHalf) {
+    return composite(input, weight, bias, rest...);
+  }
+  std::optional<at::Tensor> wide_bias;
+  if (bias.has_value() && bias->defined()) wide_bias = bias->to(at::kComplexFloat);
+  return composite(input.to(at::kComplexFloat), weight.to(at::kComplexFloat), wide_bias, rest...)
+      .to(at::kComplexHalf);
+}
+
+using SymInts = c10::SymIntArrayRef;
+
 }  // namespace
+
+TORCH_LIBRARY_IMPL(aten, AutogradPrivateUse1, m) {
+  m.impl("conv1d", conv_complex32_in_complex64<at::native::conv1d_symint, SymInts, SymInts, SymInts,
+                                               c10::SymInt>);
+  m.impl("conv2d", conv_complex32_in_complex64<at::native::conv2d_symint, SymInts, SymInts, SymInts,
+                                               c10::SymInt>);
+  m.impl("conv3d", conv_complex32_in_complex64<at::native::conv3d_symint, SymInts, SymInts, SymInts,
+                                               c10::SymInt>);
+  m.impl("conv1d.padding", conv_complex32_in_complex64<at::native::conv1d_padding_symint, SymInts,
+                                                       c10::string_view, SymInts, c10::SymInt>);
+  m.impl("conv2d.padding", conv_complex32_in_complex64<at::native::conv2d_padding_symint, SymInts,
+                                                       c10::string_view, SymInts, c10::SymInt>);
+  m.impl("conv3d.padding", conv_complex32_in_complex64<at::native::conv3d_padding_symint, SymInts,
+                                                       c10::string_view, SymInts, c10::SymInt>);
+  m.impl("conv_transpose1d.input",
+         conv_complex32_in_complex64<at::native::conv_transpose1d_symint, SymInts, SymInts, SymInts,
+                                     c10::SymInt, SymInts>);
+  m.impl("conv_transpose2d.input",
+         conv_complex32_in_complex64<at::native::conv_transpose2d_symint, SymInts, SymInts, SymInts,
+                                     c10::SymInt, SymInts>);
+  m.impl("conv_transpose3d.input",
+         conv_complex32_in_complex64<at::native::conv_transpose3d_symint, SymInts, SymInts, SymInts,
+                                     c10::SymInt, SymInts>);
+}
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, lib) {
   NativeOps m(lib);  // a declined call runs as a host library kernel

@@ -169,3 +169,28 @@ def test_conv_bf16_infinities_reach_only_their_outputs(neuron, channels):
         assert torch.equal(got.isinf(), want.isinf())
         finite = want.isfinite()
         torch.testing.assert_close(got[finite], want[finite], rtol=2e-2, atol=5e-2)
+
+
+@pytest.mark.parametrize("fn,nsp", [(F.conv1d, 1), (F.conv2d, 2), (F.conv_transpose3d, 3)])
+def test_complex32_convolution_rounds_once(neuron, fn, nsp):
+    """complex32 convolutions compute in complex64 and round once, forward and backward (the
+    CPU's three half-precision real convolutions cancel, several ulps off): output and
+    gradients equal complex64's rounded to complex32, and stay complex32."""
+    g = torch.Generator().manual_seed(nsp)
+    def make(*shape):  # values complex32 holds exactly
+        t = torch.complex(torch.randn(*shape, generator=g), torch.randn(*shape, generator=g)) * 3
+        return t.to(torch.complex32).to(torch.complex64)
+    x, w, b = make(2, 4, *([5] * nsp)), make(4, 4, *([3] * nsp)), make(4)
+    go = make(*fn(x, w, b).shape)
+    def run(device, dtype):
+        args = [t.to(device, dtype).requires_grad_() for t in (x, w, b)]
+        y = fn(*args)
+        return [y, *torch.autograd.grad(y, args, go.to(device, dtype))]
+    got = run(neuron, torch.complex32)
+    once = run(neuron, torch.complex64)
+    cpu = run("cpu", torch.complex64)
+    for gt, on, c in zip(got, once, cpu):
+        assert gt.dtype == torch.complex32
+        assert torch.equal(torch.view_as_real(gt.cpu()), torch.view_as_real(on.cpu().to(torch.complex32)))
+        # Within one complex32 rounding of the CPU's complex64 result.
+        torch.testing.assert_close(gt.cpu().to(torch.complex64), c, rtol=1e-3, atol=1e-3)

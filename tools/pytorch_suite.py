@@ -146,12 +146,6 @@ KNOWN_REASONS = {
     r"test_tensor_storage_type": "the test expects torch.FloatStorage-style CPU classes for "
         "every device but CUDA; Tensor.storage_type() of a neuron tensor is "
         "torch.neuron.FloatStorage etc., as it is torch.cuda.FloatStorage for a CUDA tensor",
-    r"test_(flatten|ravel)_neuron": "quantized tensors on the device: neuron has no "
-        "quantized backend (the CPU and CUDA have one)",
-    r"test_flip_neuron": "quantized tensors on the device (the test also flips "
-        "torch.quantize_per_tensor outputs): neuron has no quantized backend",
-    r"test_broadcast_fn_map2?_neuron": "Tensor.map_ and map2_ are implemented in torch itself "
-        "for CPU tensors only (the test skips CUDA for the same reason)",
     r"test_cauchy_kstest_neuron_bfloat16": "a statistical bound the half type barely meets "
         "with any generator: at median 50 bfloat16's spacing (0.25) is half the scale (0.5), "
         "and the KS statistic lands near the 0.1 bound (the CPU's own, with seed 0: 0.109)",
@@ -161,8 +155,6 @@ KNOWN_REASONS = {
     r"test_one_hot_neuron": "PyTorch's one_hot leaves the class-range check to the device "
         "for PrivateUse1 (as for CUDA, which the test skips): an out-of-range class is "
         "reported at the next synchronisation",
-    r"test_TransformerEncoderLayer_empty": "its fast path builds nested tensors on the device: "
-        "neuron has no NestedTensor backend",
     r"test_trivial_fancy_out_of_bounds": "an index out of range is found by the device kernel "
         "and raised at the next synchronisation (a RuntimeError naming the op), as CUDA reports a "
         "device-side assert; the test skips CUDA for that reason",

@@ -19,10 +19,11 @@ def _on_neuron(t: torch.Tensor) -> bool:
 
 
 def _check_same_type(name: str, self: torch.Tensor, others: dict[str, torch.Tensor]) -> None:
+    """The CPU's check and message ("map_: expected torch.FloatTensor for 'other' ...")."""
     for arg, other in others.items():
         if not isinstance(other, torch.Tensor) or other.dtype != self.dtype or other.device != self.device:
             got = other.type() if isinstance(other, torch.Tensor) else type(other).__name__
-            raise TypeError(f"{name}: expected {self.type()} for '{arg}' (got {got})")
+            raise TypeError(f"{name}: expected {self.type()} for {arg} (got {got})")
 
 
 def _write_back(self: torch.Tensor, host: torch.Tensor) -> torch.Tensor:
@@ -42,7 +43,7 @@ def apply_(self: torch.Tensor, callable):
 def map_(self: torch.Tensor, tensor: torch.Tensor, callable):
     if not _on_neuron(self):
         return _BASE.map_(self, tensor, callable)
-    _check_same_type("map_", self, {"other": tensor})
+    _check_same_type("map_", self, {"'other'": tensor})
     host = self.detach().cpu()
     _BASE.map_(host, tensor.detach().cpu(), callable)
     return _write_back(self, host)
@@ -51,7 +52,7 @@ def map_(self: torch.Tensor, tensor: torch.Tensor, callable):
 def map2_(self: torch.Tensor, x: torch.Tensor, y: torch.Tensor, callable):
     if not _on_neuron(self):
         return _BASE.map2_(self, x, y, callable)
-    _check_same_type("map2_", self, {"x": x, "y": y})
+    _check_same_type("map2_", self, {"argument 'x'": x, "argument 'y'": y})
     host = self.detach().cpu()
     _BASE.map2_(host, x.detach().cpu(), y.detach().cpu(), callable)
     return _write_back(self, host)

@@ -77,6 +77,6 @@ def test_python_callable_methods_run_on_the_host(neuron):
     a = torch.ones(3, device=neuron)
     with pytest.raises(TypeError, match="expected torch.neuron.FloatTensor for 'other'"):
         a.map_(torch.ones(3), lambda x, y: x)
-    with pytest.raises(TypeError, match="for 'y'"):
+    with pytest.raises(TypeError, match="for argument 'y'"):
         a.map2_(a, a.int(), lambda x, y, z: x)
     assert torch.equal(a.cpu(), torch.ones(3))  # nothing lost

@@ -8,11 +8,36 @@
 //   Convolution:  forward (bias in the primitive) | transposed: backward data + bias add
 //   BackwardInput: backward data                   | transposed: forward
 //   BackwardWeight: backward weights (src = input) | transposed: (src = grad_out)
-// Operands are made contiguous; half-type cases conv_native declines (float16,
-// odd channel counts, backward weights) compute in Float32 and round once.
+// Operands are used in place when contiguous or channels_last (weights channels_last
+// only without groups), else copied to contiguous; half-type cases conv_native
+// declines (float16, odd channel counts, backward weights) compute in Float32 and
+// round once.
+#include <algorithm>
+
 #include "lowering.h"
 
 namespace openneuron::compiler::detail {
+namespace {
+
+// `t`'s sizes in dtype `d`, dense in channels_last order.
+TensorType channels_last_type(DType d, const TensorType& t) {
+  TensorType c = t;
+  c.dtype = d;
+  int64_t st = std::max<int64_t>(t.sizes[1], 1);
+  c.strides[1] = 1;
+  for (int i = t.ndim - 1; i >= 2; --i) {
+    c.strides[i] = st;
+    st *= std::max<int64_t>(t.sizes[i], 1);
+  }
+  c.strides[0] = st;
+  return c;
+}
+
+bool strictly_channels_last(const TensorType& t) {
+  return !t.is_contiguous() && t.is_channels_last();
+}
+
+}  // namespace
 
 void lower_conv(LowerCtx& ctx) {
   const Op op = ctx.op();
@@ -97,13 +122,38 @@ void lower_conv(LowerCtx& ctx) {
   onrt_kernel_fn fn = kernels::conv_kernel(cdt);
   if (!fn) ctx.fail(std::string("unsupported dtype ") + dtype_name(cdt));
 
-  auto prep = [&](const Ref& r) { return ctx.contiguous(ctx.as_dtype(r, cdt)); };
-  const bool out_direct = out.type.is_contiguous() && cdt == dt;
-  const Ref target = out_direct ? out : ctx.temp(contiguous_type(cdt, out.type.ndim, out.type.sizes));
+  // An operand in cdt, contiguous or channels_last (read in place; `cl` says which).
+  // Grouped weights are 5-d for oneDNN: those are made contiguous.
+  // A dtype conversion keeps a channels_last operand's order (a straight copy).
+  auto prep = [&](const Ref& r, int32_t* cl, bool weights = false) {
+    *cl = strictly_channels_last(r.type) && (!weights || groups == 1);
+    if (!*cl) return ctx.contiguous(ctx.as_dtype(r, cdt));
+    if (r.type.dtype == cdt) return r;
+    Ref x = ctx.temp(channels_last_type(cdt, r.type));
+    emit_copy(ctx, x, r);
+    return x;
+  };
+  const bool out_cl =
+      strictly_channels_last(out.type) && (op != Op::ConvolutionBackwardWeight || groups == 1);
+  const bool out_direct = cdt == dt && (out.type.is_contiguous() || out_cl);
+  const Ref target = out_direct
+                         ? out
+                         : ctx.temp(out_cl ? channels_last_type(cdt, out.type)
+                                           : contiguous_type(cdt, out.type.ndim, out.type.sizes));
+  const int32_t target_cl = out_cl;
   ArgMap am;
+  auto src = [&](const Ref& r, int32_t cl) {
+    p.src = am.tensor(r);
+    p.src_channels_last = cl;
+  };
+  auto dst = [&](const Ref& r, int32_t cl) {
+    p.dst = am.tensor(r);
+    p.dst_channels_last = cl;
+  };
   Ref bias_add;  // transposed forward: bias added after the primitive
+  int32_t a_cl = 0, b_cl = 0;
   if (op == Op::Convolution) {
-    const Ref in = prep(a), wt = prep(b);
+    const Ref in = prep(a, &a_cl), wt = prep(b, &p.wei_channels_last, true);
     const Ref& bias = ctx.in(2);
     if (!bias.is_none()) {
       ctx.expect_tensor(bias, "bias");
@@ -111,33 +161,39 @@ void lower_conv(LowerCtx& ctx) {
     }
     if (!transposed) {
       p.op = 0;
-      p.src = am.tensor(in);
-      p.dst = am.tensor(target);
-      if (bias.is_tensor()) p.bias = am.tensor(prep(bias));
+      src(in, a_cl);
+      dst(target, target_cl);
+      if (bias.is_tensor()) p.bias = am.tensor(ctx.contiguous(ctx.as_dtype(bias, cdt)));
     } else {
       p.op = 1;
-      p.dst = am.tensor(in);
-      p.src = am.tensor(target);
+      dst(in, a_cl);
+      src(target, target_cl);
       if (bias.is_tensor()) bias_add = ctx.as_dtype(bias, cdt);
     }
     p.weights = am.tensor(wt);
   } else if (op == Op::ConvolutionBackwardInput) {
-    const Ref go = prep(a), wt = prep(b);
+    const Ref go = prep(a, &a_cl), wt = prep(b, &p.wei_channels_last, true);
     p.op = transposed ? 0 : 1;
     if (transposed) {
-      p.src = am.tensor(go);
-      p.dst = am.tensor(target);
+      src(go, a_cl);
+      dst(target, target_cl);
     } else {
-      p.dst = am.tensor(go);
-      p.src = am.tensor(target);
+      dst(go, a_cl);
+      src(target, target_cl);
     }
     p.weights = am.tensor(wt);
   } else {
-    const Ref go = prep(a), in = prep(b);
+    const Ref go = prep(a, &a_cl), in = prep(b, &b_cl);
     p.op = 2;
-    p.src = am.tensor(transposed ? go : in);
-    p.dst = am.tensor(transposed ? in : go);
+    if (transposed) {
+      src(go, a_cl);
+      dst(in, b_cl);
+    } else {
+      src(in, b_cl);
+      dst(go, a_cl);
+    }
     p.weights = am.tensor(target);
+    p.wei_channels_last = target_cl;
   }
   ctx.emit(op_name(op), fn, p, am);
   if (bias_add.is_tensor()) {

@@ -1,9 +1,11 @@
 // The tensor engine's convolutions: oneDNN's convolution primitive (forward,
 // backward data, backward weights). Never a hand-written convolution. Operands
-// are plain row-major; the primitive works in the layout oneDNN prefers
-// (blocked), because on plain layouts it only offers its im2col GEMM path,
-// 1.5-8x slower than the blocked kernels plus the reorders in and out (what
-// PyTorch's CPU convolution does too).
+// are contiguous or channels_last; the primitive works in the layout oneDNN
+// prefers (blocked or channels-last), because on contiguous layouts it only
+// offers its im2col GEMM path, 1.5-8x slower than the direct kernels plus the
+// reorders in and out (what PyTorch's CPU convolution does too). Channels-last
+// activations are what its direct kernels read and write, so they need no
+// reorder at all.
 // Primitives are kept in the oneDNN primitive cache (dnnl_context.h), keyed by
 // the problem; oneDNN parallelises internally.
 #include <dnnl.h>
@@ -38,10 +40,26 @@ dnnl_format_tag_t plain_tag(int ndims) {
   }
 }
 
+// The user's layout of an [N|O, C, *spatial] operand: contiguous, or channels last,
+// which oneDNN's direct kernels read and write in place (no reorder).
+dnnl_format_tag_t user_tag(int ndims, bool channels_last) {
+  if (!channels_last) return plain_tag(ndims);
+  switch (ndims) {
+    case 3:
+      return dnnl_acb;
+    case 4:
+      return dnnl_acdb;
+    case 5:
+      return dnnl_acdeb;
+    default:
+      return dnnl_format_tag_undef;
+  }
+}
+
 // The problem, without the operands' locations.
 struct Key {
   DType dtype;
-  int32_t op, nsp, groups, has_bias;
+  int32_t op, nsp, groups, has_bias, src_cl, dst_cl, wei_cl;
   int64_t src[5], wei[6], dst[5], stride[3], pad_l[3], pad_r[3], dil[3];
 };
 
@@ -127,12 +145,18 @@ std::unique_ptr<Prim> build(const Key& k) {
   }
   dnnl_memory_desc_t src_md, wei_md, dst_md, bias_md, src_any, wei_any, dst_any;
   dnnl_status_t s;
-  if ((s = dnnl_memory_desc_init_by_tag(&src_md, nd, src_dims, dt, plain_tag(nd))) != dnnl_success ||
-      (s = dnnl_memory_desc_init_by_tag(&wei_md, wnd, wei_dims, dt, plain_tag(wnd))) != dnnl_success ||
-      (s = dnnl_memory_desc_init_by_tag(&dst_md, nd, dst_dims, dt, plain_tag(nd))) != dnnl_success ||
-      (s = dnnl_memory_desc_init_by_tag(&src_any, nd, src_dims, dt, dnnl_format_tag_any)) != dnnl_success ||
-      (s = dnnl_memory_desc_init_by_tag(&wei_any, wnd, wei_dims, dt, dnnl_format_tag_any)) != dnnl_success ||
-      (s = dnnl_memory_desc_init_by_tag(&dst_any, nd, dst_dims, dt, dnnl_format_tag_any)) != dnnl_success) {
+  if ((s = dnnl_memory_desc_init_by_tag(&src_md, nd, src_dims, dt, user_tag(nd, k.src_cl))) !=
+          dnnl_success ||
+      (s = dnnl_memory_desc_init_by_tag(&wei_md, wnd, wei_dims, dt, user_tag(wnd, k.wei_cl))) !=
+          dnnl_success ||
+      (s = dnnl_memory_desc_init_by_tag(&dst_md, nd, dst_dims, dt, user_tag(nd, k.dst_cl))) !=
+          dnnl_success ||
+      (s = dnnl_memory_desc_init_by_tag(&src_any, nd, src_dims, dt, dnnl_format_tag_any)) !=
+          dnnl_success ||
+      (s = dnnl_memory_desc_init_by_tag(&wei_any, wnd, wei_dims, dt, dnnl_format_tag_any)) !=
+          dnnl_success ||
+      (s = dnnl_memory_desc_init_by_tag(&dst_any, nd, dst_dims, dt, dnnl_format_tag_any)) !=
+          dnnl_success) {
     p->error = "memory descriptor: " + dnnl_status_str(s);
     return p;
   }
@@ -204,6 +228,9 @@ Key make_key(const ConvParams& p) {
   k.nsp = p.nsp;
   k.groups = p.groups;
   k.has_bias = p.bias.present() ? 1 : 0;
+  k.src_cl = p.src_channels_last;
+  k.dst_cl = p.dst_channels_last;
+  k.wei_cl = p.wei_channels_last && p.groups == 1;
   std::memcpy(k.src, p.src_dims, sizeof k.src);
   std::memcpy(k.wei, p.wei_dims, sizeof k.wei);
   std::memcpy(k.dst, p.dst_dims, sizeof k.dst);

@@ -72,6 +72,21 @@ bool TensorType::is_contiguous() const {
   return true;
 }
 
+bool TensorType::is_channels_last() const {
+  if (ndim < 3 || ndim > 5) return false;
+  int order[5] = {1};  // innermost first: C, then the spatial dims from the last, then N
+  for (int i = 1; i < ndim - 1; ++i) order[i] = ndim - i;
+  order[ndim - 1] = 0;
+  int64_t expected = 1;
+  for (int i = 0; i < ndim; ++i) {
+    const int d = order[i];
+    if (sizes[d] == 0) return true;
+    if (sizes[d] != 1 && strides[d] != expected) return false;
+    expected *= sizes[d];
+  }
+  return true;
+}
+
 namespace kernels {
 
 template <int N>

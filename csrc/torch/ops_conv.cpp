@@ -42,6 +42,31 @@ void check_conv_dtypes(const at::Tensor& input, const at::Tensor& weight) {
                               input.dim(), "-d input");
 }
 
+// PyTorch's CPU convolution returns channels_last results (output, grad_input and
+// grad_weight) when its input or its weight is channels_last; so does neuron's, whose
+// engine then reads and writes the activations in place.
+c10::MemoryFormat conv_memory_format(const at::Tensor& input, const at::Tensor& weight) {
+  const c10::MemoryFormat cl = input.dim() == 4   ? c10::MemoryFormat::ChannelsLast
+                               : input.dim() == 5 ? c10::MemoryFormat::ChannelsLast3d
+                                                  : c10::MemoryFormat::Contiguous;
+  if (cl == c10::MemoryFormat::Contiguous) return cl;
+  return input.suggest_memory_format() == cl || weight.suggest_memory_format() == cl
+             ? cl
+             : c10::MemoryFormat::Contiguous;
+}
+
+at::Tensor empty_conv_result(at::IntArrayRef shape, c10::ScalarType dtype, c10::Device device,
+                             c10::MemoryFormat format) {
+  switch (format) {
+    case c10::MemoryFormat::ChannelsLast:
+      return empty_device_strided(shape, c10::get_channels_last_strides_2d(shape), dtype, device);
+    case c10::MemoryFormat::ChannelsLast3d:
+      return empty_device_strided(shape, c10::get_channels_last_strides_3d(shape), dtype, device);
+    default:
+      return empty_device(shape, dtype, device);
+  }
+}
+
 at::Tensor convolution_overrideable(const at::Tensor& input, const at::Tensor& weight,
                                     const std::optional<at::Tensor>& bias,
                                     c10::SymIntArrayRef stride_s, c10::SymIntArrayRef padding_s,
@@ -68,7 +93,8 @@ at::Tensor convolution_overrideable(const at::Tensor& input, const at::Tensor& w
                 "). Calculated output size per channel is too small");
     shape.push_back(o);
   }
-  at::Tensor out = empty_device(shape, input.scalar_type(), device);
+  at::Tensor out =
+      empty_conv_result(shape, input.scalar_type(), device, conv_memory_format(input, weight));
   if (out.numel() == 0) return out;
   launch(
       Op::Convolution,
@@ -90,15 +116,16 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward_overrideable
                  C10_AS_INTARRAYREF_SLOW(padding_s), C10_AS_INTARRAYREF_SLOW(dilation_s),
                  transposed, C10_AS_INTARRAYREF_SLOW(output_padding_s), groups_s.expect_int());
   const at::Tensor go = to_dtype_on_device(grad_output, input.scalar_type());
+  const c10::MemoryFormat format = conv_memory_format(input, weight);
   at::Tensor gi, gw, gb;
   if (output_mask[0]) {
-    gi = empty_device(input.sizes(), input.scalar_type(), device);
+    gi = empty_conv_result(input.sizes(), input.scalar_type(), device, format);
     if (gi.numel() > 0)
       launch(Op::ConvolutionBackwardInput, {tensor_operand(go), tensor_operand(weight)},
              {tensor_operand(gi)}, attrs);
   }
   if (output_mask[1]) {
-    gw = empty_device(weight.sizes(), weight.scalar_type(), device);
+    gw = empty_conv_result(weight.sizes(), weight.scalar_type(), device, format);
     if (gw.numel() > 0)
       launch(Op::ConvolutionBackwardWeight, {tensor_operand(go), tensor_operand(input)},
              {tensor_operand(gw)}, attrs);

@@ -194,3 +194,34 @@ def test_complex32_convolution_rounds_once(neuron, fn, nsp):
         assert torch.equal(torch.view_as_real(gt.cpu()), torch.view_as_real(on.cpu().to(torch.complex32)))
         # Within one complex32 rounding of the CPU's complex64 result.
         torch.testing.assert_close(gt.cpu().to(torch.complex64), c, rtol=1e-3, atol=1e-3)
+
+
+@pytest.mark.parametrize("layout", ["input", "weight", "both", "3d", "grouped", "transposed", "bf16"])
+def test_channels_last_convolutions_return_channels_last_as_on_the_cpu(neuron, layout):
+    """A channels_last input or weight gives channels_last output, grad_input and grad_weight
+    with the CPU's strides (the engine reads and writes them in place); values as the CPU's."""
+    g = torch.Generator().manual_seed(3)
+    nd = 3 if layout == "3d" else 2
+    cl = torch.channels_last_3d if nd == 3 else torch.channels_last
+    x = torch.randn(2, 8, *([7] * nd), generator=g)
+    w = torch.randn(*((8, 5) if layout == "transposed" else (6, 4 if layout == "grouped" else 8)),
+                    *([3] * nd), generator=g)
+    if layout != "weight":
+        x = x.to(memory_format=cl)
+    if layout in ("weight", "both"):
+        w = w.to(memory_format=cl)
+    dtype = torch.bfloat16 if layout == "bf16" else torch.float32
+    fn = {"grouped": functools.partial(F.conv2d, groups=2),
+          "transposed": functools.partial(F.conv_transpose2d, stride=2),
+          "3d": F.conv3d}.get(layout, functools.partial(F.conv2d, stride=2, padding=1))
+
+    def run(device):
+        xs = x.to(device, dtype).requires_grad_()
+        ws = w.to(device, dtype).requires_grad_()
+        y = fn(xs, ws)
+        return (y, *torch.autograd.grad(y, (xs, ws), torch.ones_like(y)))
+
+    tol = dict(rtol=2e-2, atol=1e-1) if dtype == torch.bfloat16 else dict(rtol=1e-4, atol=1e-4)
+    for got, want in zip(run(neuron), run("cpu")):
+        assert got.stride() == want.stride()
+        torch.testing.assert_close(got.cpu(), want, **tol)

@@ -472,12 +472,15 @@ struct NormAllParams {
 
 // ------------------------------------------------------------ conv
 
-// Convolution through oneDNN; plain row-major operands (NC[D]HW, OI[D]HW).
+// Convolution through oneDNN; operands contiguous (NC[D]HW, OI[D]HW) or channels_last.
 // op: 0 forward (src, weights, bias -> dst), 1 backward data (dst holds
 // grad_out, writes src), 2 backward weights (dst = grad_out, src -> weights).
 struct ConvParams {
   DType dtype = DType::Float32;
   int32_t op = 0, nsp = 2, transposed = 0, groups = 1;
+  // Operands stored in channels_last order (TensorType::is_channels_last) instead of
+  // contiguous: src and dst of the conv view, and the weights ([Co, *k, Ci]; groups 1).
+  int32_t src_channels_last = 0, dst_channels_last = 0, wei_channels_last = 0;
   int64_t src_dims[5] = {}, wei_dims[6] = {}, dst_dims[5] = {};  // grouped weights: G first
   int64_t stride[3] = {}, pad_l[3] = {}, pad_r[3] = {}, dilation[3] = {};  // oneDNN dilation
   TensorArg src, weights, bias, dst;

@@ -41,6 +41,8 @@ struct TensorType {
 
   int64_t numel() const;
   bool is_contiguous() const;
+  // Dense in PyTorch's channels_last order ([N, C, *S] stored as [N, *S, C]); 3-5 dims.
+  bool is_channels_last() const;
 };
 
 }  // namespace openneuron

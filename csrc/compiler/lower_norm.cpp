@@ -315,12 +315,18 @@ void lower_batch_norm(LowerCtx& ctx) {
     wb.flush(ctx);
     return;
   }
-  p.x = am.tensor(dense_in(ctx, in.x, dt));
+  // Channels-last input and output ([N, C, HW] with C innermost) are read and written in
+  // place; any other layout is made contiguous.
+  auto strictly_channels_last = [](const TensorType& t) {
+    return t.ndim == 3 && !t.is_contiguous() && t.is_channels_last();
+  };
+  p.channels_last = strictly_channels_last(xt) && strictly_channels_last(ctx.out(0).type);
+  p.x = am.tensor(p.channels_last ? in.x : dense_in(ctx, in.x, dt));
   p.weight = am.tensor(w);
   p.bias = am.tensor(b);
   p.running_mean = am.tensor(rm);
   p.running_var = am.tensor(rv);
-  p.y = am.tensor(dense_out(ctx, ctx.out(0), dt, wb));
+  p.y = am.tensor(p.channels_last ? ctx.out(0) : dense_out(ctx, ctx.out(0), dt, wb));
   p.out_mean = am.tensor(sm);
   p.out_rstd = am.tensor(si);
   ctx.emit("BatchNorm", fn, p, am);

@@ -88,6 +88,21 @@ void lower_pool2d(LowerCtx& ctx) {
     return;
   }
   ArgMap am;
+  // Max pooling of channels-last [N, C, H, W] into channels-last outputs runs in place.
+  auto strictly_channels_last = [](const TensorType& t) {
+    return t.ndim == 4 && !t.is_contiguous() && t.is_channels_last();
+  };
+  if (op == Op::MaxPool2d && strictly_channels_last(src.type) && strictly_channels_last(dst.type) &&
+      strictly_channels_last(ctx.out(1).type) && ctx.out(1).type.dtype == DType::Int64) {
+    ctx.expect_same_sizes(ctx.out(1), ot, "indices");
+    p.planes = it.sizes[0];
+    p.channels_last = it.sizes[1];
+    p.in = am.tensor(src);
+    p.out = am.tensor(dst);
+    p.indices = am.tensor(ctx.out(1));
+    ctx.emit(op_name(op), fn, p, am);
+    return;
+  }
   const Ref s = ctx.contiguous(src);
   const Ref d = dst.type.is_contiguous() ? dst : ctx.temp(contiguous_type(dt, nd, dst.type.sizes));
   Ref ix, ix_target;

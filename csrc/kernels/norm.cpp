@@ -4,6 +4,7 @@
 // statistics Float32. Work splits over rows (layer/group norm) or channels
 // (batch norm); weight gradients reduce over fixed blocks, so results do not
 // depend on the thread count.
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -329,6 +330,80 @@ int batch_norm_fwd(const NormParams& p, const onrt_arg* args) {
   return 0;
 }
 
+// Channels-last input and output ([N, HW, C] in memory): each row holds one value per
+// channel, so the statistics are per-channel sums over rows (in float per block of rows,
+// in double across blocks) and the normalisation is a vector pass over every row.
+template <class T>
+int batch_norm_fwd_channels_last(const NormParams& p, const onrt_arg* args) {
+  const int64_t C = p.c, rows = p.n * p.hw;
+  const T* x = tptr<const T>(p.x, args);
+  T* y = tptr<T>(p.y, args);
+  const float* w = tptr<const float>(p.weight, args);
+  const float* b = tptr<const float>(p.bias, args);
+  float* rm = tptr<float>(p.running_mean, args);
+  float* rv = tptr<float>(p.running_var, args);
+  const double eps = p.eps.as_double(args);
+  const double mom = p.momentum.as_double(args);
+  std::vector<float> mean(C), invstd(C);
+  if (p.training) {
+    const int64_t blocks = std::min<int64_t>(rows, 64);
+    std::vector<double> part(static_cast<size_t>(blocks * C));
+    // pass 0: sums, pass 1: squared deviations from the mean
+    for (int pass = 0; pass < 2; ++pass) {
+      parallel_for(blocks, 1, [&](int64_t bb, int64_t be) {
+        std::vector<float> acc(C), buf(std::is_same_v<T, float> ? 0 : C);
+        for (int64_t blk = bb; blk < be; ++blk) {
+          std::fill(acc.begin(), acc.end(), 0.f);
+          for (int64_t r = blk * rows / blocks; r < (blk + 1) * rows / blocks; ++r) {
+            const float* xf = as_float(x + r * C, C, buf.data());
+            if (pass == 0) {
+              for (int64_t c = 0; c < C; ++c) acc[c] += xf[c];
+            } else {
+              for (int64_t c = 0; c < C; ++c) acc[c] += (xf[c] - mean[c]) * (xf[c] - mean[c]);
+            }
+          }
+          for (int64_t c = 0; c < C; ++c) part[blk * C + c] = acc[c];
+        }
+      });
+      for (int64_t c = 0; c < C; ++c) {
+        double t = 0;
+        for (int64_t blk = 0; blk < blocks; ++blk) t += part[blk * C + c];
+        if (pass == 0) {
+          mean[c] = static_cast<float>(t / static_cast<double>(rows));
+          continue;
+        }
+        const double var = t / static_cast<double>(rows);
+        invstd[c] = static_cast<float>(1.0 / std::sqrt(var + eps));
+        if (float* o = tptr<float>(p.out_mean, args)) o[c] = mean[c];
+        if (float* o = tptr<float>(p.out_rstd, args)) o[c] = invstd[c];
+        if (rm) rm[c] = static_cast<float>((1 - mom) * rm[c] + mom * mean[c]);
+        if (rv)
+          rv[c] = static_cast<float>((1 - mom) * rv[c] + mom * (rows > 1 ? t / (rows - 1) : NAN));
+      }
+    }
+  } else {
+    for (int64_t c = 0; c < C; ++c) {
+      mean[c] = rm[c];
+      invstd[c] = static_cast<float>(1.0 / std::sqrt(static_cast<double>(rv[c]) + eps));
+    }
+  }
+  std::vector<float> sc(C), sh(C);
+  for (int64_t c = 0; c < C; ++c) {
+    sc[c] = invstd[c] * (w ? w[c] : 1.f);
+    sh[c] = (b ? b[c] : 0.f) - mean[c] * sc[c];
+  }
+  parallel_for(rows, std::max<int64_t>(1, kGrain / std::max<int64_t>(C, 1)),
+               [&](int64_t rb, int64_t re) {
+                 std::vector<float> buf(std::is_same_v<T, float> ? 0 : C);
+                 for (int64_t r = rb; r < re; ++r) {
+                   const float* xf = as_float(x + r * C, C, buf.data());
+                   T* o = y + r * C;
+                   for (int64_t c = 0; c < C; ++c) store(o + c, xf[c] * sc[c] + sh[c]);
+                 }
+               });
+  return 0;
+}
+
 template <class T>
 int batch_norm_bwd(const NormParams& p, const onrt_arg* args) {
   const int64_t N = p.n, C = p.c, HW = p.hw;
@@ -394,7 +469,9 @@ int norm_entry(const void* params, const onrt_arg* args, char* err, size_t errle
     case NormOp::LayerNormBackward: return layer_norm_bwd<T>(p, args);
     case NormOp::GroupNorm: return group_norm_fwd<T>(p, args);
     case NormOp::GroupNormBackward: return group_norm_bwd<T>(p, args);
-    case NormOp::BatchNorm: return batch_norm_fwd<T>(p, args);
+    case NormOp::BatchNorm:
+      return p.channels_last ? batch_norm_fwd_channels_last<T>(p, args)
+                             : batch_norm_fwd<T>(p, args);
     case NormOp::BatchNormBackward: return batch_norm_bwd<T>(p, args);
   }
   return fail(err, errlen, "unknown norm op");

@@ -1,10 +1,9 @@
 // Pooling and upsampling over the last two dims of contiguous [planes, H, W]
-// operands, with PyTorch's CPU index arithmetic (MaxPoolKernel, AvgPoolKernel,
-// AdaptiveAvgPoolKernel, UpSampleKernel): NaN-propagating max with flat h*W+w
-// indices, avg divisors (count_include_pad, divisor_override), adaptive
-// windows [floor(o*I/O), ceil((o+1)*I/O)), nearest and bilinear source
-// indices in float. Backward ops scatter into a float plane buffer (planes
-// run in parallel, so there are no races) and round once.
+// operands (max pooling also over channels-last [N, H, W, C] ones), with PyTorch's CPU index
+// arithmetic (MaxPoolKernel, AvgPoolKernel, AdaptiveAvgPoolKernel, UpSampleKernel): NaN-propagating
+// max with flat h*W+w indices, avg divisors (count_include_pad, divisor_override), adaptive windows
+// [floor(o*I/O), ceil((o+1)*I/O)), nearest and bilinear source indices in float. Backward ops
+// scatter into a float plane buffer (planes run in parallel, so there are no races) and round once.
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -82,6 +81,57 @@ int pool_entry(const void* params, const onrt_arg* args, char* err, size_t errle
     if (p.divisor_override) return static_cast<float>(p.divisor_override);
     return static_cast<float>(p.count_include_pad ? pool_size : (h1 - h0) * (w1 - w0));
   };
+  if (kind == Pool2dKind::MaxPool && p.channels_last > 0) {
+    // Channels last ([N, H, W, C]): each window element is a row of C values, so the
+    // compare runs over the channels, vectorised, visiting the window in PyTorch's order
+    // (rows, then columns): ties and NaNs pick the CPU's element.
+    const int64_t C = p.channels_last;
+    const int64_t KH = p.kh, KW = p.kw, SH = p.sh, SW = p.sw, DH = p.dh, DW = p.dw;
+    const int64_t PH = p.ph, PW = p.pw;
+    auto maxpool = [=](int64_t qb, int64_t qe) {  // q = n * OH * OW + oh * OW + ow
+      // Locals only (no captured references) so the channel loops vectorise.
+      std::vector<float> mv_buf(C), x_buf(C);
+      std::vector<int64_t> best_buf(C);
+      float* __restrict mv = mv_buf.data();
+      float* __restrict xv = x_buf.data();
+      int64_t* __restrict best = best_buf.data();
+      for (int64_t q = qb; q < qe; ++q) {
+        const int64_t n = q / (OH * OW), oh = q / OW % OH, ow = q % OW;
+        const T* ip = in + n * IH * IW * C;
+        int64_t h0 = oh * SH - PH, w0 = ow * SW - PW;
+        const int64_t h1 = std::min(h0 + (KH - 1) * DH + 1, IH);
+        const int64_t w1 = std::min(w0 + (KW - 1) * DW + 1, IW);
+        while (h0 < 0) h0 += DH;
+        while (w0 < 0) w0 += DW;
+        const int64_t first = h0 * IW + w0;
+        for (int64_t c = 0; c < C; ++c) {
+          mv[c] = -std::numeric_limits<float>::infinity();
+          best[c] = first;
+        }
+        for (int64_t h = h0; h < h1; h += DH) {
+          for (int64_t w = w0; w < w1; w += DW) {
+            const int64_t at = h * IW + w;
+            const T* __restrict v = ip + at * C;
+            for (int64_t c = 0; c < C; ++c) xv[c] = load(v + c);
+            for (int64_t c = 0; c < C; ++c) {
+              const bool t = (xv[c] > mv[c]) | (xv[c] != xv[c]);
+              mv[c] = t ? xv[c] : mv[c];
+              best[c] = t ? at : best[c];
+            }
+          }
+        }
+        T* __restrict op = out + q * C;
+        int64_t* __restrict xp = idx + q * C;
+        for (int64_t c = 0; c < C; ++c) {
+          store_cvt(op + c, mv[c]);
+          xp[c] = best[c];
+        }
+      }
+    };
+    parallel_for(p.planes * OH * OW,
+                 std::max<int64_t>(1, kGrain / std::max<int64_t>(1, C * KH * KW)), maxpool);
+    return 0;
+  }
   if (kind == Pool2dKind::MaxPool && IH * IW <= std::numeric_limits<int32_t>::max()) {
     // Row by row: for each window row and column offset, one pass over the output
     // row's columns, each keeping its running max and index in row buffers. A column

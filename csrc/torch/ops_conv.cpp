@@ -9,6 +9,7 @@
 #include <ATen/ops/conv_transpose3d_native.h>
 
 #include "op_helpers.h"
+#include "output_layout.h"
 
 namespace openneuron::bridge {
 namespace {
@@ -55,18 +56,6 @@ c10::MemoryFormat conv_memory_format(const at::Tensor& input, const at::Tensor& 
              : c10::MemoryFormat::Contiguous;
 }
 
-at::Tensor empty_conv_result(at::IntArrayRef shape, c10::ScalarType dtype, c10::Device device,
-                             c10::MemoryFormat format) {
-  switch (format) {
-    case c10::MemoryFormat::ChannelsLast:
-      return empty_device_strided(shape, c10::get_channels_last_strides_2d(shape), dtype, device);
-    case c10::MemoryFormat::ChannelsLast3d:
-      return empty_device_strided(shape, c10::get_channels_last_strides_3d(shape), dtype, device);
-    default:
-      return empty_device(shape, dtype, device);
-  }
-}
-
 at::Tensor convolution_overrideable(const at::Tensor& input, const at::Tensor& weight,
                                     const std::optional<at::Tensor>& bias,
                                     c10::SymIntArrayRef stride_s, c10::SymIntArrayRef padding_s,
@@ -94,7 +83,7 @@ at::Tensor convolution_overrideable(const at::Tensor& input, const at::Tensor& w
     shape.push_back(o);
   }
   at::Tensor out =
-      empty_conv_result(shape, input.scalar_type(), device, conv_memory_format(input, weight));
+      empty_in_format(shape, input.scalar_type(), device, conv_memory_format(input, weight));
   if (out.numel() == 0) return out;
   launch(
       Op::Convolution,
@@ -119,13 +108,13 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward_overrideable
   const c10::MemoryFormat format = conv_memory_format(input, weight);
   at::Tensor gi, gw, gb;
   if (output_mask[0]) {
-    gi = empty_conv_result(input.sizes(), input.scalar_type(), device, format);
+    gi = empty_in_format(input.sizes(), input.scalar_type(), device, format);
     if (gi.numel() > 0)
       launch(Op::ConvolutionBackwardInput, {tensor_operand(go), tensor_operand(weight)},
              {tensor_operand(gi)}, attrs);
   }
   if (output_mask[1]) {
-    gw = empty_conv_result(weight.sizes(), weight.scalar_type(), device, format);
+    gw = empty_in_format(weight.sizes(), weight.scalar_type(), device, format);
     if (gw.numel() > 0)
       launch(Op::ConvolutionBackwardWeight, {tensor_operand(go), tensor_operand(input)},
              {tensor_operand(gw)}, attrs);

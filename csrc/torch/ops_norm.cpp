@@ -2,6 +2,7 @@
 // and inference, with running statistics), forward and backward. Each launches one
 // compiler op of the norm family (lower_norm.cpp).
 #include "op_helpers.h"
+#include "output_layout.h"
 
 namespace openneuron::bridge {
 namespace {
@@ -253,7 +254,9 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm_impl(const Tensor& input, const Te
                 "running_mean and running_var must be defined in evaluation mode");
   }
   const auto sd = stats_dtype(input, {&weight, &bias, &running_mean, &running_var});
-  Tensor out = empty_device_like(input, input.scalar_type());
+  // As the CPU's: the output keeps a channels_last input's memory format.
+  Tensor out =
+      empty_in_format(input.sizes(), input.scalar_type(), device, input.suggest_memory_format());
   Tensor save_mean = empty_device({training ? C : 0}, sd, device);
   Tensor save_invstd = empty_device({training ? C : 0}, sd, device);
   if (input.numel() == 0) return {out, save_mean, save_invstd};
@@ -308,7 +311,10 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm_backward_impl(
   const int64_t C = shape[1];
   const auto wdt =
       weight.defined() ? weight.scalar_type() : stats_dtype(input, {&running_mean, &save_mean});
-  Tensor dx = mask[0] ? empty_device_like(input, input.scalar_type()) : Tensor();
+  // As the CPU's: grad_input keeps a channels_last input's memory format.
+  Tensor dx = mask[0] ? empty_in_format(input.sizes(), input.scalar_type(), device,
+                                        input.suggest_memory_format())
+                      : Tensor();
   Tensor dw = mask[1] ? empty_device({C}, wdt, device) : Tensor();
   Tensor db = mask[2] ? empty_device({C}, wdt, device) : Tensor();
   const int64_t bits = (mask[0] ? 1 : 0) | (mask[1] ? 2 : 0) | (mask[2] ? 4 : 0);

@@ -1,5 +1,7 @@
 """Native norms (layer, RMS, group, batch) against the CPU, forward and backward."""
 
+import copy
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -150,3 +152,33 @@ def test_batch_norm_1d_and_functional_no_stats(neuron):
 def test_batch_norm_single_value_error(neuron):
     with pytest.raises(ValueError, match="Expected more than 1 value per channel"):
         F.batch_norm(torch.randn(1, 4, device=neuron), None, None, training=True)
+
+
+@pytest.mark.parametrize("training", [False, True])
+@pytest.mark.parametrize("dims", [2, 3])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_batch_norm_channels_last(neuron, training, dims, dtype):
+    """A channels_last input is normalised in place into a channels_last output (the CPU's
+    strides), batch statistics and running statistics as the CPU's; the backward too."""
+    g = torch.Generator().manual_seed(dims)
+    shape = (4, 16, 7, 9) if dims == 2 else (2, 8, 3, 4, 5)
+    fmt = torch.channels_last if dims == 2 else torch.channels_last_3d
+    x = (torch.randn(shape, generator=g) * 3 + 1).to(dtype).to(memory_format=fmt)
+    bn = (torch.nn.BatchNorm2d if dims == 2 else torch.nn.BatchNorm3d)(shape[1])
+    with torch.no_grad():
+        for t, lo, hi in ((bn.weight, 0.5, 2), (bn.bias, -1, 1), (bn.running_mean, -1, 1),
+                          (bn.running_var, 0.5, 2)):
+            t.copy_(torch.rand(t.shape, generator=g) * (hi - lo) + lo)
+    bn.train(training)
+    bnn = copy.deepcopy(bn).to(neuron)
+    xc, xn = x.clone().requires_grad_(), x.to(neuron).requires_grad_()
+    want, got = bn(xc), bnn(xn)
+    assert got.stride() == want.stride()
+    tol = dict(rtol=2e-2, atol=2e-2) if dtype == torch.bfloat16 else dict(rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(got.cpu(), want, **tol)
+    torch.testing.assert_close(bnn.running_mean.cpu(), bn.running_mean, **tol)
+    torch.testing.assert_close(bnn.running_var.cpu(), bn.running_var, **tol)
+    gy = torch.randn(shape, generator=g).to(dtype)
+    (gw,), (gg,) = torch.autograd.grad(want, xc, gy), torch.autograd.grad(got, xn, gy.to(neuron))
+    assert gg.stride() == gw.stride()
+    torch.testing.assert_close(gg.cpu(), gw, **tol)

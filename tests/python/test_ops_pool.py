@@ -121,3 +121,20 @@ def test_adaptive_pooling_to_an_empty_output_has_no_gradient(neuron, fn):
     # As on the CPU: the forward gives an empty result, its backward raises.
     helpers.same_error(lambda t: fn(t.requires_grad_(), 0).sum().backward(),
                        torch.randn(1, 4, 10, 9))
+
+
+@pytest.mark.parametrize("kw", MAXPOOL, ids=[str(k) for k in MAXPOOL])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_channels_last_max_pool_picks_the_cpus_elements(neuron, kw, dtype):
+    """Channels-last max pooling runs over channels in place: values and indices equal the
+    CPU's, ties (small integers) and NaN/-inf included, with the CPU's channels_last strides."""
+    g = torch.Generator().manual_seed(7)
+    x = torch.randint(-3, 4, (2, 19, 11, 13), generator=g).to(dtype)
+    x[0, 1, 2, 3] = float("nan")
+    x[1, 5, 0, 0] = float("-inf")
+    x = x.to(memory_format=torch.channels_last)
+    want, want_i = F.max_pool2d(x, return_indices=True, **kw)
+    got, got_i = F.max_pool2d(x.to(neuron), return_indices=True, **kw)
+    assert got.stride() == want.stride() and got_i.stride() == want_i.stride()
+    torch.testing.assert_close(got.cpu(), want, equal_nan=True, rtol=0, atol=0)
+    assert torch.equal(got_i.cpu(), want_i)

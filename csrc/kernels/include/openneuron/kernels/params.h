@@ -315,6 +315,7 @@ struct NormParams {
   uint8_t rms = 0;       // LayerNorm*: RMS norm (no mean subtraction, no bias)
   uint8_t training = 0;  // BatchNorm*: batch statistics (else running statistics)
   uint8_t mask = 7;      // backward: bit 0 dx, bit 1 dweight, bit 2 dbias
+  uint8_t channels_last = 0;        // BatchNorm: x and y are [N, C, HW] stored as [N, HW, C]
   int64_t rows = 0, cols = 0;       // LayerNorm*
   int64_t n = 0, c = 0, hw = 0, groups = 1;  // GroupNorm*, BatchNorm*
   ScalarArg eps, momentum;
@@ -503,6 +504,7 @@ struct Pool2dParams {
   int64_t kh = 1, kw = 1, sh = 1, sw = 1, ph = 0, pw = 0, dh = 1, dw = 1;
   int32_t count_include_pad = 1, align_corners = 0;
   int64_t divisor_override = 0;
+  int64_t channels_last = 0;  // MaxPool: operands [N, H, W, C] with C channels, planes = N
   TensorArg in, out, indices;
   ScalarArg scale_h, scale_w;
 };

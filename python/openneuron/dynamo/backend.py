@@ -13,7 +13,7 @@ from typing import Any
 import torch
 import torch.fx
 
-from . import cpu_autocopy, graph_check, metrics
+from . import cpu_autocopy, graph_check, layout, metrics
 from .switches import switch
 from .whole_graph import WholeGraph
 
@@ -93,6 +93,9 @@ def _graph_compiler(kind: str, fallback: bool) -> Callable:
         metrics.record_compile(kind, graph_check.count_ops(gm),
                                0.0 if nested else time.perf_counter() - start,
                                library_ops=len(graph_check.library_ops(gm)))
+        if kind == "inference" and layout.enabled():
+            if convolutions := layout.channels_last_convolutions(gm):
+                metrics.record_channels_last(convolutions)
         whole = WholeGraph(gm.forward, kind, gm.code,
                            sizes_not_polynomial=graph_check.non_polynomial_size(gm))
         return make_boxed_func(_watch_first_call(whole, kind, bool(missing)))

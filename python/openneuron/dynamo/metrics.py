@@ -45,6 +45,13 @@ def record_whole_graph(kind: str, launches: int, instructions: int, fused_groups
         _counts["max_program_scratch_bytes"] = max(_counts["max_program_scratch_bytes"], scratch_bytes)
 
 
+def record_channels_last(convolutions: int) -> None:
+    """An inference graph whose `convolutions` now take channels_last inputs (layout.py)."""
+    with _lock:
+        _counts["channels_last_graphs"] += 1
+        _counts["channels_last_convolutions"] += convolutions
+
+
 def record_compiler_seconds(seconds: float) -> None:
     """Time in OpenNeuron's own compiler: a recording turned into a program, a program
     made from a symbolic recording. Also entered in Dynamo's own table of compile phases
@@ -97,8 +104,10 @@ def get_dynamo_metrics() -> dict:
     chains among those instructions, the largest scratch arena of one program), programs
     made from symbolic recordings for sizes never run (`symbolic_instances`), recordings
     loaded from, missed in and written to the disk cache (`disk_cache_*`), graphs left
-    op by op with the reasons (`capture_failures`), calls of each kind, and Dynamo graphs
-    whose CPU tensor inputs are copied to the device at each call (`cpu_autocopy_*`)."""
+    op by op with the reasons (`capture_failures`), calls of each kind, Dynamo graphs
+    whose CPU tensor inputs are copied to the device at each call (`cpu_autocopy_*`), and
+    inference graphs whose convolutions run on channels_last activations
+    (`channels_last_graphs`, `channels_last_convolutions`)."""
     with _lock:
         out = {k: _counts.get(k, 0) for k in (
             "dynamo_graphs", "forward_graphs", "backward_graphs", "inference_graphs",
@@ -107,7 +116,7 @@ def get_dynamo_metrics() -> dict:
             "max_program_scratch_bytes", "symbolic_instances", "disk_cache_hits",
             "disk_cache_misses", "disk_cache_writes", "op_by_op_graphs",
             "whole_graph_calls", "op_by_op_calls", "cpu_autocopy_graphs",
-            "cpu_autocopy_inputs")}
+            "cpu_autocopy_inputs", "channels_last_graphs", "channels_last_convolutions")}
         out["compile_seconds"] = _seconds
         out["compiler_seconds"] = _compiler_seconds
         out["ops_without_lowering"] = dict(_ops_without_lowering)

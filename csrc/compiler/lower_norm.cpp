@@ -34,6 +34,16 @@ Ref vec_in(LowerCtx& ctx, const Ref& r, int64_t n, const char* what) {
   return dense_in(ctx, r, DType::Float32);
 }
 
+// Channels-last input and output ([N, C, HW] with C innermost, not also contiguous): the
+// batch and group norm kernels read and write them in place; other layouts are made
+// contiguous.
+bool channels_last_in_place(const TensorType& x, const TensorType& y) {
+  auto strict = [](const TensorType& t) {
+    return t.ndim == 3 && !t.is_contiguous() && t.is_channels_last();
+  };
+  return strict(x) && strict(y);
+}
+
 int64_t prod(const TensorType& t, int b, int e) {
   int64_t p = 1;
   for (int d = b; d < e; ++d) p *= t.sizes[d];
@@ -230,10 +240,13 @@ void lower_group_norm(LowerCtx& ctx) {
   const Ref mean = stat_out(ctx, ctx.out(1), N * G, "mean", wb);
   const Ref rstd = stat_out(ctx, ctx.out(2), N * G, "rstd", wb);
   if (N * G == 0) return;
-  p.x = am.tensor(dense_in(ctx, in.x, dt));
+  p.channels_last = xt.numel() > 0 && channels_last_in_place(xt, ctx.out(0).type);
+  p.x = am.tensor(p.channels_last ? in.x : dense_in(ctx, in.x, dt));
   p.weight = am.tensor(w);
   p.bias = am.tensor(b);
-  p.y = am.tensor(xt.numel() ? dense_out(ctx, ctx.out(0), dt, wb) : Ref{});
+  p.y = am.tensor(p.channels_last ? ctx.out(0)
+                  : xt.numel()    ? dense_out(ctx, ctx.out(0), dt, wb)
+                                  : Ref{});
   p.out_mean = am.tensor(mean);
   p.out_rstd = am.tensor(rstd);
   if (!p.y.present()) {
@@ -315,12 +328,7 @@ void lower_batch_norm(LowerCtx& ctx) {
     wb.flush(ctx);
     return;
   }
-  // Channels-last input and output ([N, C, HW] with C innermost) are read and written in
-  // place; any other layout is made contiguous.
-  auto strictly_channels_last = [](const TensorType& t) {
-    return t.ndim == 3 && !t.is_contiguous() && t.is_channels_last();
-  };
-  p.channels_last = strictly_channels_last(xt) && strictly_channels_last(ctx.out(0).type);
+  p.channels_last = channels_last_in_place(xt, ctx.out(0).type);
   p.x = am.tensor(p.channels_last ? in.x : dense_in(ctx, in.x, dt));
   p.weight = am.tensor(w);
   p.bias = am.tensor(b);

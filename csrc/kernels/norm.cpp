@@ -204,6 +204,75 @@ int group_norm_fwd(const NormParams& p, const onrt_arg* args) {
   return 0;
 }
 
+// Channels-last input and output ([N, HW, C] in memory): group g of image n is the
+// channels [g*Cg, (g+1)*Cg) of every row of that image. Its statistics are per-channel
+// sums over the rows (in double, vectorised across channels) summed over the group's
+// channels; then each row is normalised in place.
+template <class T>
+int group_norm_fwd_channels_last(const NormParams& p, const onrt_arg* args) {
+  const int64_t N = p.n, C = p.c, HW = p.hw, G = p.groups;
+  const int64_t Cg = C / G, D = Cg * HW;
+  const T* x = tptr<const T>(p.x, args);
+  T* y = tptr<T>(p.y, args);
+  const float* w = tptr<const float>(p.weight, args);
+  const float* b = tptr<const float>(p.bias, args);
+  float* mean_o = tptr<float>(p.out_mean, args);
+  float* rstd_o = tptr<float>(p.out_rstd, args);
+  const double eps = p.eps.as_double(args);
+  parallel_for(N, 1, [&](int64_t nb, int64_t ne) {
+    // Per-channel sums over the rows (double, vectorised across channels), then per group.
+    std::vector<float> buf(std::is_same_v<T, float> ? 0 : C), sc(C), sh(C), cmean(C);
+    std::vector<double> acc(C);
+    for (int64_t n = nb; n < ne; ++n) {
+      const T* xn = x + n * HW * C;
+      auto channel_sums = [&](bool squares) {
+        std::fill(acc.begin(), acc.end(), 0.0);
+        double* __restrict a = acc.data();
+        const float* __restrict m = cmean.data();
+        for (int64_t s = 0; s < HW; ++s) {
+          const float* __restrict xf = as_float(xn + s * C, C, buf.data());
+          if (squares) {
+            for (int64_t c = 0; c < C; ++c) {
+              const float d = xf[c] - m[c];
+              a[c] += static_cast<double>(d) * d;
+            }
+          } else {
+            for (int64_t c = 0; c < C; ++c) a[c] += xf[c];
+          }
+        }
+      };
+      auto group_total = [&](int64_t g) {
+        double t = 0;
+        for (int64_t c = g * Cg; c < (g + 1) * Cg; ++c) t += acc[c];
+        return t;
+      };
+      channel_sums(false);
+      for (int64_t g = 0; g < G; ++g) {
+        const float mean = D ? static_cast<float>(group_total(g) / static_cast<double>(D)) : 0.f;
+        for (int64_t c = g * Cg; c < (g + 1) * Cg; ++c) cmean[c] = mean;
+      }
+      channel_sums(true);
+      for (int64_t g = 0; g < G; ++g) {
+        const double var = D ? group_total(g) / static_cast<double>(D) : 0.0;
+        const float mean = cmean[g * Cg];
+        const float rstd = static_cast<float>(1.0 / std::sqrt(var + eps));
+        mean_o[n * G + g] = mean;
+        rstd_o[n * G + g] = rstd;
+        for (int64_t c = g * Cg; c < (g + 1) * Cg; ++c) {
+          sc[c] = rstd * (w ? w[c] : 1.f);
+          sh[c] = (b ? b[c] : 0.f) - mean * sc[c];
+        }
+      }
+      for (int64_t s = 0; s < HW; ++s) {
+        const float* xf = as_float(xn + s * C, C, buf.data());
+        T* o = y + (n * HW + s) * C;
+        for (int64_t c = 0; c < C; ++c) store(o + c, xf[c] * sc[c] + sh[c]);
+      }
+    }
+  });
+  return 0;
+}
+
 template <class T>
 int group_norm_bwd(const NormParams& p, const onrt_arg* args) {
   const int64_t N = p.n, C = p.c, HW = p.hw, G = p.groups;
@@ -467,7 +536,9 @@ int norm_entry(const void* params, const onrt_arg* args, char* err, size_t errle
   switch (p.op) {
     case NormOp::LayerNorm: return layer_norm_fwd<T>(p, args);
     case NormOp::LayerNormBackward: return layer_norm_bwd<T>(p, args);
-    case NormOp::GroupNorm: return group_norm_fwd<T>(p, args);
+    case NormOp::GroupNorm:
+      return p.channels_last ? group_norm_fwd_channels_last<T>(p, args)
+                             : group_norm_fwd<T>(p, args);
     case NormOp::GroupNormBackward: return group_norm_bwd<T>(p, args);
     case NormOp::BatchNorm:
       return p.channels_last ? batch_norm_fwd_channels_last<T>(p, args)

@@ -183,7 +183,9 @@ std::tuple<Tensor, Tensor, Tensor> native_group_norm(const Tensor& input,
               "the number of channels in input, but got bias of shape ",
               bias.sizes(), " and input of shape ", input.sizes());
   check_norm_dtype("GroupNormKernelImpl", input);
-  Tensor out = empty_device_like(input, input.scalar_type());
+  // As the CPU's: the output (and grad_input) keep a channels_last input's format.
+  Tensor out =
+      empty_in_format(input.sizes(), input.scalar_type(), device, input.suggest_memory_format());
   const auto sd = stats_dtype(input, {&weight, &bias});
   Tensor mean = empty_device({N, group}, sd, device);
   Tensor rstd = empty_device({N, group}, sd, device);
@@ -205,7 +207,9 @@ std::tuple<Tensor, Tensor, Tensor> native_group_norm_backward(
       common_device("native_group_norm_backward", {&grad_out, &input, &mean, &rstd, &weight});
   const int64_t N = N_s.expect_int(), C = C_s.expect_int(), HxW = HxW_s.expect_int();
   const auto wdt = weight.defined() ? weight.scalar_type() : input.scalar_type();
-  Tensor dx = mask[0] ? empty_device_like(input, input.scalar_type()) : Tensor();
+  Tensor dx = mask[0] ? empty_in_format(input.sizes(), input.scalar_type(), device,
+                                        input.suggest_memory_format())
+                      : Tensor();
   Tensor dw = mask[1] ? empty_device({C}, wdt, device) : Tensor();
   Tensor db = mask[2] ? empty_device({C}, wdt, device) : Tensor();
   const int64_t bits = (mask[0] ? 1 : 0) | (mask[1] ? 2 : 0) | (mask[2] ? 4 : 0);

@@ -182,3 +182,22 @@ def test_batch_norm_channels_last(neuron, training, dims, dtype):
     (gw,), (gg,) = torch.autograd.grad(want, xc, gy), torch.autograd.grad(got, xn, gy.to(neuron))
     assert gg.stride() == gw.stride()
     torch.testing.assert_close(gg.cpu(), gw, **tol)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_group_norm_channels_last(neuron, dtype):
+    """A channels_last input gives a channels_last output (the CPU's strides), normalised in
+    place; values and gradients as the CPU's. (The gradient's layout is autograd's choice:
+    its formula makes the input contiguous for every device but the CPU.)"""
+    g = torch.Generator().manual_seed(11)
+    x = (torch.randn(2, 12, 5, 7, generator=g) * 2 + 1).to(dtype).to(memory_format=torch.channels_last)
+    w, b = torch.rand(12, generator=g) + 0.5, torch.randn(12, generator=g)
+    xc, xn = x.clone().requires_grad_(), x.to(neuron).requires_grad_()
+    want = F.group_norm(xc, 3, w.to(dtype), b.to(dtype))
+    got = F.group_norm(xn, 3, w.to(neuron, dtype), b.to(neuron, dtype))
+    assert got.stride() == want.stride()
+    tol = dict(rtol=2e-2, atol=2e-2) if dtype == torch.bfloat16 else dict(rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(got.cpu(), want, **tol)
+    gy = torch.randn(x.shape, generator=g).to(dtype)
+    (gw,), (gg,) = torch.autograd.grad(want, xc, gy), torch.autograd.grad(got, xn, gy.to(neuron))
+    torch.testing.assert_close(gg.cpu(), gw, **tol)

@@ -1,6 +1,6 @@
 // Lowerings of the pooling and upsampling ops (Pool2dParams kernels). The
-// kernels read and write contiguous [planes, H, W]; other layouts go through
-// contiguous temporaries.
+// kernels read and write contiguous [planes, H, W], and max pooling channels-last
+// [N, H, W, C] in place; other layouts go through contiguous temporaries.
 #include "lowering.h"
 
 namespace openneuron::compiler::detail {

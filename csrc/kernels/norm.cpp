@@ -2,8 +2,9 @@
 // forward and backward. Statistics accumulate in double over float values;
 // x/y/grad are Float32, BFloat16 or Float16 (computed in float), weights and
 // statistics Float32. Work splits over rows (layer/group norm) or channels
-// (batch norm); weight gradients reduce over fixed blocks, so results do not
-// depend on the thread count.
+// (batch norm); channels-last batch norm over fixed blocks of rows and
+// channels-last group norm over images. Weight gradients and block sums reduce
+// over fixed blocks, so results do not depend on the thread count.
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -400,8 +401,9 @@ int batch_norm_fwd(const NormParams& p, const onrt_arg* args) {
 }
 
 // Channels-last input and output ([N, HW, C] in memory): each row holds one value per
-// channel, so the statistics are per-channel sums over rows (in float per block of rows,
-// in double across blocks) and the normalisation is a vector pass over every row.
+// channel, so the statistics are per-channel sums over rows (in double, vectorised across
+// channels, per block of rows, then across the blocks) and the normalisation is a vector
+// pass over every row.
 template <class T>
 int batch_norm_fwd_channels_last(const NormParams& p, const onrt_arg* args) {
   const int64_t C = p.c, rows = p.n * p.hw;
@@ -420,15 +422,21 @@ int batch_norm_fwd_channels_last(const NormParams& p, const onrt_arg* args) {
     // pass 0: sums, pass 1: squared deviations from the mean
     for (int pass = 0; pass < 2; ++pass) {
       parallel_for(blocks, 1, [&](int64_t bb, int64_t be) {
-        std::vector<float> acc(C), buf(std::is_same_v<T, float> ? 0 : C);
+        std::vector<double> acc_buf(C);
+        std::vector<float> buf(std::is_same_v<T, float> ? 0 : C);
+        double* __restrict acc = acc_buf.data();
+        const float* __restrict m = mean.data();
         for (int64_t blk = bb; blk < be; ++blk) {
-          std::fill(acc.begin(), acc.end(), 0.f);
+          std::fill(acc, acc + C, 0.0);
           for (int64_t r = blk * rows / blocks; r < (blk + 1) * rows / blocks; ++r) {
-            const float* xf = as_float(x + r * C, C, buf.data());
+            const float* __restrict xf = as_float(x + r * C, C, buf.data());
             if (pass == 0) {
               for (int64_t c = 0; c < C; ++c) acc[c] += xf[c];
             } else {
-              for (int64_t c = 0; c < C; ++c) acc[c] += (xf[c] - mean[c]) * (xf[c] - mean[c]);
+              for (int64_t c = 0; c < C; ++c) {
+                const float d = xf[c] - m[c];
+                acc[c] += static_cast<double>(d) * d;
+              }
             }
           }
           for (int64_t c = 0; c < C; ++c) part[blk * C + c] = acc[c];

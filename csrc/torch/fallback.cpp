@@ -109,6 +109,11 @@ c10::IValue to_cpu(const c10::IValue& v, std::optional<c10::Device>& device) {
     }
     return out;
   }
+  if (v.isList()) {  // Tensor?[] (index's indices): the same list type, elements moved
+    c10::impl::GenericList out(v.toList().elementType());
+    for (const c10::IValue& e : v.toList()) out.push_back(to_cpu(e, device));
+    return out;
+  }
   if (v.isDevice() && v.toDevice().is_privateuseone()) {
     device = v.toDevice();
     return c10::Device(c10::kCPU);

@@ -149,9 +149,9 @@ at::Tensor conv_complex32_in_complex64(const at::Tensor& input, const at::Tensor
 
 using SymInts = c10::SymIntArrayRef;
 
-}  // namespace
-
-TORCH_LIBRARY_IMPL(aten, AutogradPrivateUse1, m) {
+// Both keys: AutogradPrivateUse1 in grad mode, PrivateUse1 under inference_mode (which
+// skips the autograd keys).
+void register_complex32_convolutions(torch::Library& m) {
   m.impl("conv1d", conv_complex32_in_complex64<at::native::conv1d_symint, SymInts, SymInts, SymInts,
                                                c10::SymInt>);
   m.impl("conv2d", conv_complex32_in_complex64<at::native::conv2d_symint, SymInts, SymInts, SymInts,
@@ -174,6 +174,11 @@ TORCH_LIBRARY_IMPL(aten, AutogradPrivateUse1, m) {
          conv_complex32_in_complex64<at::native::conv_transpose3d_symint, SymInts, SymInts, SymInts,
                                      c10::SymInt, SymInts>);
 }
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, AutogradPrivateUse1, m) { register_complex32_convolutions(m); }
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) { register_complex32_convolutions(m); }
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, lib) {
   NativeOps m(lib);  // a declined call runs as a host library kernel

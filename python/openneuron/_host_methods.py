@@ -21,20 +21,28 @@ def _on_neuron(t: torch.Tensor) -> bool:
 def _check_same_type(name: str, self: torch.Tensor, others: dict[str, torch.Tensor]) -> None:
     """The CPU's check and message ("map_: expected torch.FloatTensor for 'other' ...")."""
     for arg, other in others.items():
-        if not isinstance(other, torch.Tensor) or other.dtype != self.dtype or other.device != self.device:
+        if not isinstance(other, torch.Tensor) or other.dtype != self.dtype or \
+                other.device.type != self.device.type:
             got = other.type() if isinstance(other, torch.Tensor) else type(other).__name__
             raise TypeError(f"{name}: expected {self.type()} for {arg} (got {got})")
 
 
+def _check_no_grad(name: str, self: torch.Tensor) -> None:
+    if self.requires_grad:  # the CPU's check and message
+        raise RuntimeError(f"Can't call {name}() on Variable that requires grad. "
+                           f"Use var.detach().{name}() instead.")
+
+
 def _write_back(self: torch.Tensor, host: torch.Tensor) -> torch.Tensor:
     with torch.no_grad():
-        self.detach().copy_(host)  # as the CPU's: the values change, autograd records nothing
+        self.copy_(host)
     return self
 
 
 def apply_(self: torch.Tensor, callable):
     if not _on_neuron(self):
         return _BASE.apply_(self, callable)
+    _check_no_grad("apply_", self)
     host = self.detach().cpu()
     _BASE.apply_(host, callable)
     return _write_back(self, host)
@@ -43,6 +51,7 @@ def apply_(self: torch.Tensor, callable):
 def map_(self: torch.Tensor, tensor: torch.Tensor, callable):
     if not _on_neuron(self):
         return _BASE.map_(self, tensor, callable)
+    _check_no_grad("map_", self)
     _check_same_type("map_", self, {"'other'": tensor})
     host = self.detach().cpu()
     _BASE.map_(host, tensor.detach().cpu(), callable)
@@ -52,6 +61,7 @@ def map_(self: torch.Tensor, tensor: torch.Tensor, callable):
 def map2_(self: torch.Tensor, x: torch.Tensor, y: torch.Tensor, callable):
     if not _on_neuron(self):
         return _BASE.map2_(self, x, y, callable)
+    _check_no_grad("map2_", self)
     _check_same_type("map2_", self, {"argument 'x'": x, "argument 'y'": y})
     host = self.detach().cpu()
     _BASE.map2_(host, x.detach().cpu(), y.detach().cpu(), callable)

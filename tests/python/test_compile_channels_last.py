@@ -67,3 +67,47 @@ def test_training_graphs_keep_their_layouts(neuron):
     logits.sum().backward()
     assert torch.neuron.get_dynamo_metrics()["channels_last_graphs"] == 0
     assert model.stem[0].weight.grad is not None
+
+
+class Features(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 6, 3, padding=1)
+
+    def forward(self, x):
+        y = torch.relu(self.conv(x))
+        return y[0] * 2, y.flatten(2) + 1  # a 3-d output and a flattened one
+
+
+def test_outputs_of_any_rank_keep_eager_strides(neuron):
+    model = Features().to(neuron).eval()
+    x = torch.randn(1, 3, 5, 7, device=neuron)
+    with torch.no_grad():
+        want = model(x)
+        compiled = torch.compile(model, backend="neuron")
+        for _ in range(2):
+            got = compiled(x)
+    assert torch.neuron.get_dynamo_metrics()["channels_last_graphs"] == 1
+    for g, w in zip(got, want):
+        assert g.stride() == w.stride()
+        torch.testing.assert_close(g.cpu(), w.cpu())
+        g.view(-1)  # viewable as in eager mode
+
+
+class Aliased(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3, padding=1)
+
+    def forward(self, x):
+        y = self.conv(x)
+        return y, y[:, :1]
+
+
+def test_graphs_with_aliased_outputs_keep_their_layout(neuron):
+    model = Aliased().to(neuron).eval()
+    with torch.no_grad():
+        y, part = torch.compile(model, backend="neuron")(torch.randn(2, 3, 6, 6, device=neuron))
+    assert torch.neuron.get_dynamo_metrics()["channels_last_graphs"] == 0
+    y.zero_()
+    assert torch.count_nonzero(part).item() == 0  # still a view of y

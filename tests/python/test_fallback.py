@@ -79,4 +79,6 @@ def test_python_callable_methods_run_on_the_host(neuron):
         a.map_(torch.ones(3), lambda x, y: x)
     with pytest.raises(TypeError, match="for argument 'y'"):
         a.map2_(a, a.int(), lambda x, y, z: x)
+    with pytest.raises(RuntimeError, match=r"Can't call apply_\(\) on Variable that requires grad"):
+        torch.ones(3, device=neuron, requires_grad=True).apply_(lambda x: x)
     assert torch.equal(a.cpu(), torch.ones(3))  # nothing lost

@@ -315,7 +315,7 @@ struct NormParams {
   uint8_t rms = 0;       // LayerNorm*: RMS norm (no mean subtraction, no bias)
   uint8_t training = 0;  // BatchNorm*: batch statistics (else running statistics)
   uint8_t mask = 7;      // backward: bit 0 dx, bit 1 dweight, bit 2 dbias
-  uint8_t channels_last = 0;        // BatchNorm: x and y are [N, C, HW] stored as [N, HW, C]
+  uint8_t channels_last = 0;  // BatchNorm/GroupNorm forward: x, y [N, C, HW] stored [N, HW, C]
   int64_t rows = 0, cols = 0;       // LayerNorm*
   int64_t n = 0, c = 0, hw = 0, groups = 1;  // GroupNorm*, BatchNorm*
   ScalarArg eps, momentum;
